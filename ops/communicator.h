@@ -1,0 +1,67 @@
+// Communicator: the collectives every algorithm above the transport uses. One instance is used by
+// one thread at a time (the coordinator). Every call is blocking and in place where it says so.
+// Failures throw arcreduce::Error (kInternal) carrying the MPI error string and the call site.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace arcreduce {
+
+// Element types that travel through collectives.
+enum class ScalarType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kUInt64 };
+// kSum on kFloat16/kBFloat16 adds in fp32 and rounds once per addition.
+enum class CollectiveOp { kSum, kMin, kMax, kBitAnd, kBitOr };
+
+size_t scalar_size(ScalarType type);
+
+// Bytes this communicator put on / took off its transport; used for Stats.
+struct TrafficCounters {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Ranks on this host and this rank's index among them.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+
+  // In place: buf holds `count` elements on entry and the reduction over ranks on return,
+  // bit-identical on every rank.
+  virtual void allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) = 0;
+  // Every rank contributes `bytes`; recv holds size()*bytes, rank r's block at r*bytes.
+  virtual void allgather(const void* send, size_t bytes, void* recv) = 0;
+  // Rank r contributes recv_bytes[r] bytes (send holds recv_bytes[rank()]); recv holds the
+  // blocks back to back in rank order.
+  virtual void allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes) = 0;
+  // Gathers one variable-sized byte string per rank at `root`: on root, blocks is resized to
+  // size() and (*blocks)[r] holds rank r's string; other ranks may pass nullptr.
+  virtual void gatherv(const std::string& send, std::vector<std::string>* blocks, int root) = 0;
+  // In place broadcast of bytes from `root`.
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  // Broadcasts a variable-sized byte string from `root` (resized on the other ranks).
+  virtual void broadcast(std::string* data, int root) = 0;
+  // send_bytes[r] bytes from send (back to back) go to rank r; recv_bytes[r] come from rank r.
+  virtual void alltoallv(const void* send, const std::vector<size_t>& send_bytes, void* recv,
+                         const std::vector<size_t>& recv_bytes) = 0;
+  virtual void send(const void* buf, size_t bytes, int dst, int tag) = 0;
+  virtual void recv(void* buf, size_t bytes, int src, int tag) = 0;
+  // Simultaneous send to `dst` and receive from `src` (deadlock-free in rings).
+  virtual void sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf,
+                        size_t recv_bytes, int src, int tag) = 0;
+  virtual void barrier() = 0;
+  // Ends the whole job (all ranks) with `code`; used by the stall inspector. Loopback
+  // implementations record the call instead of killing the test process.
+  virtual void abort(int code, const std::string& reason) = 0;
+
+  virtual TrafficCounters traffic() const = 0;
+};
+
+}  // namespace arcreduce

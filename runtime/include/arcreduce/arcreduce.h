@@ -1,0 +1,46 @@
+// arcreduce public API. Thread-safety: every function may be called from any thread after
+// init(); collectives run on one background coordinator thread per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "arcreduce/config.h"
+#include "arcreduce/stats.h"
+#include "arcreduce/status.h"
+#include "arcreduce/types.h"
+
+namespace arcreduce {
+
+// Initialises MPI (if the application has not: then MPI is finalised at process exit),
+// duplicates MPI_COMM_WORLD and starts the coordinator. Collective over MPI_COMM_WORLD.
+// Throws Error on every rank if the configuration is invalid or differs across ranks.
+void init();
+void init(const Config& config);
+// Completes pending ops with a kShutdown status and stops the coordinator. When any rank shuts
+// down, every rank's pending ops complete with kShutdown. Idempotent.
+void shutdown();
+bool initialized();
+
+// Throw Error when not initialised.
+int rank();
+int size();
+int local_rank();
+int local_size();
+
+using Handle = uint64_t;
+
+// Submits an in-place reduction of `tensor` under `name` (identical on all ranks, unique among
+// this rank's in-flight ops). Never throws: a bad tensor, a duplicate name or a runtime that is
+// not running yields a handle that is already complete with an error Status (callback fired).
+Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options = {});
+// True when the op is complete. Unknown handles count as complete.
+bool poll(Handle handle);
+// Blocks until the op completes, returns its Status and releases the handle.
+Status synchronize(Handle handle);
+Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options = {});
+
+// Snapshot of this rank's counters (zeros before init).
+Stats stats();
+
+}  // namespace arcreduce

@@ -1,0 +1,57 @@
+// Value types of the public API: tensors, devices, reduction options.
+// Tensor, CompressionOptions and AllreduceOptions are aggregates on purpose: bindings build
+// them with brace initialisation (`Tensor{ptr, DType::kFloat32, {rows, cols}}`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace arcreduce {
+
+class Status;
+
+enum class DType { kFloat32, kFloat64, kFloat16, kBFloat16 };
+enum class ReduceOp { kSum, kAverage };
+
+struct Device {
+  enum Kind { kCPU, kCUDA } kind = kCPU;
+  int index = 0;
+};
+
+// Non-owning view of a dense row-major tensor. The memory must stay valid and untouched by the
+// caller from submission until the op completes (callback fired / synchronize returned).
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // row-major; rows = shape[0] for 2-D; {} is a scalar
+  Device device;
+  void* ready_event = nullptr;  // CUDA: cudaEvent_t the data is ready after (optional)
+};
+
+// Unset fields fall back to the runtime's Config (ARCREDUCE_* variables).
+struct CompressionOptions {
+  std::optional<std::string> compressor;      // none, fp16, topk, randk, arctopk, oktopk, powersgd
+  std::optional<double> ratio;                // fraction of entries kept, 0 < ratio <= 1
+  std::optional<std::string> error_feedback;  // none, ef14, ef21, ef21m
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kAverage;
+  CompressionOptions compression;
+  // Fired exactly once on the coordinator thread when the op completes (result or error).
+  // Exceptions thrown by it are caught and logged. It must not call synchronize().
+  std::function<void(const Status&)> callback;
+};
+
+// Number of elements of a shape (1 for a scalar); -1 if a dimension is negative.
+int64_t num_elements(const std::vector<int64_t>& shape);
+// Bytes of one element of `dtype`.
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+const char* reduce_op_name(ReduceOp op);
+
+}  // namespace arcreduce
