@@ -8,21 +8,21 @@
 namespace arcreduce {
 
 struct Config {
-  std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
-  double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
-  int sketch_rank = 4;                 // ARCREDUCE_SKETCH_RANK, >= 1
-  std::string error_feedback = "ef21m";  // ARCREDUCE_ERROR_FEEDBACK
-  double ef_momentum = 0.1;            // ARCREDUCE_EF_MOMENTUM, in (0, 1]
-  int64_t warmup_steps = 0;            // ARCREDUCE_WARMUP_STEPS, >= 0
-  int64_t min_compress_elements = 16384;  // ARCREDUCE_MIN_COMPRESS_ELEMENTS, >= 0
-  uint64_t seed = 0;                   // ARCREDUCE_SEED
-  int64_t fusion_threshold = 64ll << 20;  // ARCREDUCE_FUSION_THRESHOLD bytes, 0 disables fusion
-  double cycle_time_ms = 1.0;          // ARCREDUCE_CYCLE_TIME_MS, > 0
-  int64_t cache_capacity = 1024;       // ARCREDUCE_CACHE_CAPACITY, 0 disables the fast path
-  std::string timeline;                // ARCREDUCE_TIMELINE, empty = off
-  double stall_check_seconds = 60;     // ARCREDUCE_STALL_CHECK_SECONDS, 0 disables warnings
-  double stall_shutdown_seconds = 600;  // ARCREDUCE_STALL_SHUTDOWN_SECONDS, 0 disables abort
-  std::string log_level = "warning";   // ARCREDUCE_LOG_LEVEL
+  std::string compressor = "arctopk";        // ARCREDUCE_COMPRESSOR
+  double compress_ratio = 0.01;              // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
+  int sketch_rank = 4;                       // ARCREDUCE_SKETCH_RANK, >= 1
+  std::string error_feedback = "ef21m";      // ARCREDUCE_ERROR_FEEDBACK
+  double ef_momentum = 0.1;                  // ARCREDUCE_EF_MOMENTUM, in (0, 1]
+  int64_t warmup_steps = 0;                  // ARCREDUCE_WARMUP_STEPS, >= 0
+  int64_t min_compress_elements = 16384;     // ARCREDUCE_MIN_COMPRESS_ELEMENTS, >= 0
+  uint64_t seed = 0;                         // ARCREDUCE_SEED
+  int64_t fusion_threshold = 64ll << 20;     // ARCREDUCE_FUSION_THRESHOLD bytes, 0 disables fusion
+  double cycle_time_ms = 1.0;                // ARCREDUCE_CYCLE_TIME_MS, > 0
+  int64_t cache_capacity = 1024;             // ARCREDUCE_CACHE_CAPACITY, 0 disables the fast path
+  std::string timeline;                      // ARCREDUCE_TIMELINE, empty = off
+  double stall_check_seconds = 60;           // ARCREDUCE_STALL_CHECK_SECONDS, 0 disables warnings
+  double stall_shutdown_seconds = 600;       // ARCREDUCE_STALL_SHUTDOWN_SECONDS, 0 disables abort
+  std::string log_level = "warning";         // ARCREDUCE_LOG_LEVEL
   std::string allreduce_algorithm = "auto";  // ARCREDUCE_ALLREDUCE_ALGORITHM: auto, ring, mpi
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the

@@ -9,25 +9,25 @@
 namespace arcreduce {
 
 struct CompressorStats {
-  uint64_t tensors = 0;        // tensor reductions that went through this compressor
-  uint64_t bytes_sent = 0;     // bytes this rank sent for them
+  uint64_t tensors = 0;     // tensor reductions that went through this compressor
+  uint64_t bytes_sent = 0;  // bytes this rank sent for them
   uint64_t bytes_received = 0;
   uint64_t dense_fallbacks = 0;  // tensors reduced densely although this compressor was asked
 };
 
 struct Stats {
   int rank = 0;
-  uint64_t ops_completed = 0;  // ops that finished with an OK status
-  uint64_t ops_failed = 0;     // ops that finished with an error status
-  uint64_t buckets = 0;        // fused buckets executed
-  uint64_t cycles = 0;         // coordinator negotiation cycles
-  uint64_t cache_hits = 0;     // tensors negotiated through the response-cache bit vector
+  uint64_t ops_completed = 0;      // ops that finished with an OK status
+  uint64_t ops_failed = 0;         // ops that finished with an error status
+  uint64_t buckets = 0;            // fused buckets executed
+  uint64_t cycles = 0;             // coordinator negotiation cycles
+  uint64_t cache_hits = 0;         // tensors negotiated through the response-cache bit vector
   uint64_t full_negotiations = 0;  // cycles that gathered request lists at rank 0
   uint64_t bytes_sent = 0;         // everything this rank sent: negotiation + data
   uint64_t bytes_received = 0;
-  double negotiation_seconds = 0;    // negotiation collectives and planning
-  double copy_seconds = 0;           // fusion-buffer gathers/scatters and scaling
-  double communication_seconds = 0;  // data collectives
+  double negotiation_seconds = 0;                      // negotiation collectives and planning
+  double copy_seconds = 0;                             // fusion-buffer gathers/scatters and scaling
+  double communication_seconds = 0;                    // data collectives
   std::map<std::string, CompressorStats> compressors;  // by compressor name
 };
 

@@ -1,0 +1,161 @@
+#include "arcreduce/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "arcreduce/status.h"
+#include "runtime/config_fields.h"
+
+extern char** environ;
+
+namespace arcreduce {
+namespace {
+
+[[noreturn]] void reject(const std::string& var, const std::string& value,
+                         const std::string& accepted) {
+  throw Error(var + "='" + value + "' is invalid: expected " + accepted);
+}
+
+double parse_double(const std::string& var, const std::string& value) {
+  const char* begin = value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(begin, &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    reject(var, value, "a finite number");
+  }
+  return v;
+}
+
+int64_t parse_int(const std::string& var, const std::string& value) {
+  const char* begin = value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(begin, &end, 10);
+  if (value.empty() || *end != '\0' || errno == ERANGE) reject(var, value, "an integer");
+  return v;
+}
+
+void check_choice(const std::string& var, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  for (const auto& c : choices) {
+    if (value == c) return;
+  }
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  reject(var, value, "one of " + list);
+}
+
+}  // namespace
+
+const std::vector<std::string>& compressor_names() {
+  static const std::vector<std::string> names = {"none",    "fp16",   "topk",    "randk",
+                                                 "arctopk", "oktopk", "powersgd"};
+  return names;
+}
+
+const std::vector<std::string>& error_feedback_names() {
+  static const std::vector<std::string> names = {"none", "ef14", "ef21", "ef21m"};
+  return names;
+}
+
+const std::vector<std::string>& log_level_names() {
+  static const std::vector<std::string> names = {"trace", "debug", "info", "warning", "error"};
+  return names;
+}
+
+void Config::validate() const {
+  auto num = [](double v) { return std::to_string(v); };
+  check_choice(kEnvCompressor, compressor, compressor_names());
+  if (!(compress_ratio > 0 && compress_ratio <= 1)) {
+    reject(kEnvCompressRatio, num(compress_ratio), "a fraction in (0, 1], e.g. 0.01");
+  }
+  if (sketch_rank < 1) reject(kEnvSketchRank, std::to_string(sketch_rank), "an integer >= 1");
+  check_choice(kEnvErrorFeedback, error_feedback, error_feedback_names());
+  if (!(ef_momentum > 0 && ef_momentum <= 1)) {
+    reject(kEnvEfMomentum, num(ef_momentum), "a number in (0, 1]");
+  }
+  if (warmup_steps < 0) reject(kEnvWarmupSteps, std::to_string(warmup_steps), "an integer >= 0");
+  if (min_compress_elements < 0) {
+    reject(kEnvMinCompressElements, std::to_string(min_compress_elements), "an integer >= 0");
+  }
+  if (fusion_threshold < 0) {
+    reject(kEnvFusionThreshold, std::to_string(fusion_threshold),
+           "a size in bytes >= 0 (0 disables fusion)");
+  }
+  if (!(cycle_time_ms > 0 && cycle_time_ms <= 10000)) {
+    reject(kEnvCycleTimeMs, num(cycle_time_ms), "milliseconds in (0, 10000]");
+  }
+  if (cache_capacity < 0 || cache_capacity > (1 << 20)) {
+    reject(kEnvCacheCapacity, std::to_string(cache_capacity),
+           "an integer in [0, 1048576] (0 disables the cache)");
+  }
+  if (!(stall_check_seconds >= 0)) {
+    reject(kEnvStallCheckSeconds, num(stall_check_seconds), "seconds >= 0 (0 disables)");
+  }
+  if (!(stall_shutdown_seconds >= 0)) {
+    reject(kEnvStallShutdownSeconds, num(stall_shutdown_seconds), "seconds >= 0 (0 disables)");
+  }
+  check_choice(kEnvLogLevel, log_level, log_level_names());
+  check_choice(kEnvAllreduceAlgorithm, allreduce_algorithm, {"auto", "ring", "mpi"});
+}
+
+Config Config::from_env() {
+  Config c;
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq || std::strncmp(*e, "ARCREDUCE_", 10) != 0) continue;
+    env.emplace(std::string(*e, eq - *e), std::string(eq + 1));
+  }
+  std::set<std::string> known;
+  for (const auto& field : config_variables()) known.insert(field);
+  for (const auto& kv : env) {
+    if (!known.count(kv.first)) {
+      std::string list;
+      for (const auto& k : config_variables()) list += (list.empty() ? "" : ", ") + k;
+      throw Error(kv.first + "='" + kv.second + "' is not an arcreduce variable (known: " + list +
+                  ")");
+    }
+  }
+  auto get = [&](const char* var, auto&& apply) {
+    auto it = env.find(var);
+    if (it != env.end()) apply(it->first, it->second);
+  };
+  get(kEnvCompressor, [&](auto&, auto& v) { c.compressor = v; });
+  get(kEnvCompressRatio, [&](auto& k, auto& v) { c.compress_ratio = parse_double(k, v); });
+  get(kEnvSketchRank, [&](auto& k, auto& v) {
+    int64_t r = parse_int(k, v);
+    if (r < 1 || r > 1 << 20) reject(k, v, "an integer >= 1");
+    c.sketch_rank = static_cast<int>(r);
+  });
+  get(kEnvErrorFeedback, [&](auto&, auto& v) { c.error_feedback = v; });
+  get(kEnvEfMomentum, [&](auto& k, auto& v) { c.ef_momentum = parse_double(k, v); });
+  get(kEnvWarmupSteps, [&](auto& k, auto& v) { c.warmup_steps = parse_int(k, v); });
+  get(kEnvMinCompressElements,
+      [&](auto& k, auto& v) { c.min_compress_elements = parse_int(k, v); });
+  get(kEnvSeed, [&](auto& k, auto& v) {
+    int64_t s = parse_int(k, v);
+    if (s < 0) reject(k, v, "an integer >= 0");
+    c.seed = static_cast<uint64_t>(s);
+  });
+  get(kEnvFusionThreshold, [&](auto& k, auto& v) { c.fusion_threshold = parse_int(k, v); });
+  get(kEnvCycleTimeMs, [&](auto& k, auto& v) { c.cycle_time_ms = parse_double(k, v); });
+  get(kEnvCacheCapacity, [&](auto& k, auto& v) { c.cache_capacity = parse_int(k, v); });
+  get(kEnvTimeline, [&](auto&, auto& v) { c.timeline = v; });
+  get(kEnvStallCheckSeconds, [&](auto& k, auto& v) { c.stall_check_seconds = parse_double(k, v); });
+  get(kEnvStallShutdownSeconds,
+      [&](auto& k, auto& v) { c.stall_shutdown_seconds = parse_double(k, v); });
+  get(kEnvLogLevel, [&](auto&, auto& v) { c.log_level = v; });
+  get(kEnvAllreduceAlgorithm, [&](auto&, auto& v) { c.allreduce_algorithm = v; });
+  c.validate();
+  return c;
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,46 @@
+#include "runtime/config_fields.h"
+
+#include <sstream>
+
+namespace arcreduce {
+
+const std::vector<std::string>& config_variables() {
+  static const std::vector<std::string> vars = {kEnvCompressor,
+                                                kEnvCompressRatio,
+                                                kEnvSketchRank,
+                                                kEnvErrorFeedback,
+                                                kEnvEfMomentum,
+                                                kEnvWarmupSteps,
+                                                kEnvMinCompressElements,
+                                                kEnvSeed,
+                                                kEnvFusionThreshold,
+                                                kEnvCycleTimeMs,
+                                                kEnvCacheCapacity,
+                                                kEnvTimeline,
+                                                kEnvStallCheckSeconds,
+                                                kEnvStallShutdownSeconds,
+                                                kEnvLogLevel,
+                                                kEnvAllreduceAlgorithm};
+  return vars;
+}
+
+std::vector<std::pair<std::string, std::string>> must_match_settings(const Config& c) {
+  auto str = [](auto v) {
+    std::ostringstream os;
+    os.precision(17);
+    os << v;
+    return os.str();
+  };
+  return {
+      {kEnvSketchRank, str(c.sketch_rank)},
+      {kEnvEfMomentum, str(c.ef_momentum)},
+      {kEnvWarmupSteps, str(c.warmup_steps)},
+      {kEnvMinCompressElements, str(c.min_compress_elements)},
+      {kEnvSeed, str(c.seed)},
+      {kEnvFusionThreshold, str(c.fusion_threshold)},
+      {kEnvCacheCapacity, str(c.cache_capacity)},
+      {kEnvAllreduceAlgorithm, c.allreduce_algorithm},
+  };
+}
+
+}  // namespace arcreduce

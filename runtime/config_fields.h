@@ -1,0 +1,39 @@
+// Names of the ARCREDUCE_* variables (one place, so messages, docs and launchers agree) and
+// the must-match subset that every rank has to share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arcreduce/config.h"
+
+namespace arcreduce {
+
+constexpr const char* kEnvCompressor = "ARCREDUCE_COMPRESSOR";
+constexpr const char* kEnvCompressRatio = "ARCREDUCE_COMPRESS_RATIO";
+constexpr const char* kEnvSketchRank = "ARCREDUCE_SKETCH_RANK";
+constexpr const char* kEnvErrorFeedback = "ARCREDUCE_ERROR_FEEDBACK";
+constexpr const char* kEnvEfMomentum = "ARCREDUCE_EF_MOMENTUM";
+constexpr const char* kEnvWarmupSteps = "ARCREDUCE_WARMUP_STEPS";
+constexpr const char* kEnvMinCompressElements = "ARCREDUCE_MIN_COMPRESS_ELEMENTS";
+constexpr const char* kEnvSeed = "ARCREDUCE_SEED";
+constexpr const char* kEnvFusionThreshold = "ARCREDUCE_FUSION_THRESHOLD";
+constexpr const char* kEnvCycleTimeMs = "ARCREDUCE_CYCLE_TIME_MS";
+constexpr const char* kEnvCacheCapacity = "ARCREDUCE_CACHE_CAPACITY";
+constexpr const char* kEnvTimeline = "ARCREDUCE_TIMELINE";
+constexpr const char* kEnvStallCheckSeconds = "ARCREDUCE_STALL_CHECK_SECONDS";
+constexpr const char* kEnvStallShutdownSeconds = "ARCREDUCE_STALL_SHUTDOWN_SECONDS";
+constexpr const char* kEnvLogLevel = "ARCREDUCE_LOG_LEVEL";
+constexpr const char* kEnvAllreduceAlgorithm = "ARCREDUCE_ALLREDUCE_ALGORITHM";
+
+// Every variable Config::from_env() accepts.
+const std::vector<std::string>& config_variables();
+const std::vector<std::string>& compressor_names();
+const std::vector<std::string>& error_feedback_names();
+const std::vector<std::string>& log_level_names();
+
+// "VAR=value" lines of the settings that must be identical on every rank (fusion and the
+// response cache are planned locally; shared randomness and algorithms must agree).
+std::vector<std::pair<std::string, std::string>> must_match_settings(const Config& config);
+
+}  // namespace arcreduce

@@ -1,0 +1,198 @@
+#include "runtime/controller.h"
+
+#include <algorithm>
+
+namespace arcreduce {
+namespace {
+
+// Flag bits of word 0; a cleared bit means "true on some rank".
+constexpr uint64_t kFlagNoUncached = 1ull << 0;
+constexpr uint64_t kFlagNoShutdown = 1ull << 1;
+constexpr uint64_t kFlagNoAbort = 1ull << 2;
+constexpr uint64_t kFlagIdle = 1ull << 3;
+
+size_t words_for(size_t bits) {
+  return (bits + 63) / 64;
+}
+bool test_bit(const uint64_t* words, size_t i) {
+  return (words[i / 64] >> (i % 64)) & 1;
+}
+void set_bit(uint64_t* words, size_t i) {
+  words[i / 64] |= 1ull << (i % 64);
+}
+void clear_bit(uint64_t* words, size_t i) {
+  words[i / 64] &= ~(1ull << (i % 64));
+}
+
+}  // namespace
+
+Controller::Controller(Context& ctx)
+    : ctx_(ctx), cache_(static_cast<size_t>(ctx.config.cache_capacity)), table_(ctx.size) {}
+
+std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort_due,
+                                             const std::vector<size_t>& invalid_local) const {
+  const size_t w = words_for(cache_.capacity());
+  std::vector<uint64_t> bits(1 + 2 * w, 0);
+  uint64_t flags = ~0ull;
+  if (!unsent_.empty()) flags &= ~kFlagNoUncached;
+  if (shutdown_requested) flags &= ~kFlagNoShutdown;
+  if (abort_due) flags &= ~kFlagNoAbort;
+  if (!pending_.empty() || !table_.empty()) flags &= ~kFlagIdle;
+  bits[0] = flags;
+  uint64_t* ready = bits.data() + 1;
+  uint64_t* valid = bits.data() + 1 + w;
+  std::fill(valid, valid + w, ~0ull);
+  for (const auto& kv : pending_) {
+    if (kv.second.slot >= 0) set_bit(ready, static_cast<size_t>(kv.second.slot));
+  }
+  for (size_t slot : invalid_local) {
+    clear_bit(ready, slot);
+    clear_bit(valid, slot);
+  }
+  return bits;
+}
+
+void Controller::queue_full_request(const std::string& name, const Pending& p) {
+  (void)p;
+  unsent_.push_back(name);
+}
+
+CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
+                                Stats& stats) {
+  const auto now = Clock::now();
+  const Config& cfg = ctx_.config;
+  ++stats.cycles;
+
+  // 1. Sort new requests into the cached and the full path.
+  std::vector<size_t> invalid_local;
+  for (const Request& r : new_requests) {
+    Pending p{r.signature,
+              now - std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(r.age_seconds)),
+              -1};
+    int64_t slot = cache_.find(r.name);
+    if (slot >= 0 && cache_.signature(slot) == r.signature) {
+      p.slot = slot;
+    } else {
+      if (slot >= 0) invalid_local.push_back(static_cast<size_t>(slot));
+      queue_full_request(r.name, p);
+    }
+    pending_[r.name] = p;
+  }
+  // A cached tensor that waits long is renegotiated in full so rank 0 can name missing ranks.
+  if (cfg.stall_check_seconds > 0) {
+    const double limit = cfg.stall_check_seconds / 4;
+    for (const auto& kv : pending_) {
+      if (kv.second.slot >= 0 &&
+          std::chrono::duration<double>(now - kv.second.since).count() > limit) {
+        invalid_local.push_back(static_cast<size_t>(kv.second.slot));
+      }
+    }
+  }
+  std::string abort_reason;
+  if (ctx_.rank == 0) {
+    auto report = table_.inspect(now, cfg.stall_check_seconds, cfg.stall_shutdown_seconds);
+    if (!report.warning.empty()) {
+      ctx_.log->warn("stall: tensors waited more than {} s for some ranks: {}",
+                     cfg.stall_check_seconds, report.warning);
+    }
+    if (!report.abort.empty()) {
+      abort_reason = "stall shutdown after " + std::to_string(cfg.stall_shutdown_seconds) + " s (" +
+                     std::string("ARCREDUCE_STALL_SHUTDOWN_SECONDS") +
+                     "): tensors never submitted by every rank: " + report.abort;
+    }
+  }
+
+  // 2. One AND All-Reduce of flags and bits.
+  std::vector<uint64_t> bits = build_bits(shutdown_requested, !abort_reason.empty(), invalid_local);
+  ctx_.comm->allreduce(bits.data(), bits.size(), ScalarType::kUInt64, CollectiveOp::kBitAnd);
+  const uint64_t flags = bits[0];
+  CyclePlan plan;
+  plan.busy = !(flags & kFlagIdle);
+  if (!(flags & kFlagNoShutdown)) {
+    plan.shutdown = true;
+    return plan;
+  }
+  const size_t w = words_for(cache_.capacity());
+  const uint64_t* ready = bits.data() + 1;
+  const uint64_t* valid = bits.data() + 1 + w;
+
+  // 3. Invalidated slots leave every rank's cache; local tensors there take the full path.
+  bool any_invalid = false;
+  for (size_t slot = 0; slot < cache_.capacity(); ++slot) {
+    if (test_bit(valid, slot)) continue;
+    any_invalid = true;
+    auto it = pending_.find(cache_.name(slot));
+    if (it != pending_.end() && it->second.slot == static_cast<int64_t>(slot)) {
+      it->second.slot = -1;
+      queue_full_request(it->first, it->second);
+    }
+    cache_.erase(slot);
+  }
+  for (size_t slot = 0; slot < cache_.capacity(); ++slot) {
+    if (!test_bit(ready, slot) || !test_bit(valid, slot)) continue;
+    Response resp;
+    resp.name = cache_.name(slot);
+    resp.signature = cache_.signature(slot);
+    plan.responses.push_back(std::move(resp));
+    ++stats.cache_hits;
+  }
+
+  // 4. Full negotiation through rank 0.
+  if (!(flags & kFlagNoUncached) || !(flags & kFlagNoAbort) || any_invalid) {
+    auto negotiated = negotiate_at_root(abort_reason, &plan.abort_reason, stats);
+    for (auto& r : negotiated) plan.responses.push_back(std::move(r));
+    if (!plan.abort_reason.empty()) return plan;
+  }
+  apply_cache_updates(plan.responses);
+  return plan;
+}
+
+std::vector<Response> Controller::negotiate_at_root(const std::string& abort_reason,
+                                                    std::string* abort_out, Stats& stats) {
+  ++stats.full_negotiations;
+  const auto now = Clock::now();
+  RequestList mine;
+  for (const std::string& name : unsent_) {
+    auto it = pending_.find(name);
+    if (it == pending_.end() || it->second.slot >= 0) continue;
+    mine.requests.push_back(Request{name, it->second.signature,
+                                    std::chrono::duration<double>(now - it->second.since).count()});
+  }
+  unsent_.clear();
+  std::vector<std::string> blocks;
+  ctx_.comm->gatherv(encode(mine), &blocks, 0);
+  std::string reply;
+  if (ctx_.rank == 0) {
+    ResponseList out;
+    for (int r = 0; r < ctx_.size; ++r) {
+      for (const Request& req : decode_request_list(blocks[r]).requests) {
+        if (auto resp = table_.add(r, req, now)) out.responses.push_back(std::move(*resp));
+      }
+    }
+    out.abort_reason = abort_reason;
+    reply = encode(out);
+  }
+  ctx_.comm->broadcast(&reply, 0);
+  ResponseList list = decode_response_list(reply);
+  *abort_out = list.abort_reason;
+  return std::move(list.responses);
+}
+
+void Controller::apply_cache_updates(const std::vector<Response>& responses) {
+  // Forget executed tensors first, so that an eviction below cannot touch one of them.
+  for (const Response& r : responses) pending_.erase(r.name);
+  std::string evicted;
+  for (const Response& r : responses) {
+    if (r.code != StatusCode::kOk) continue;
+    cache_.put(r.name, r.signature, &evicted);
+    if (evicted.empty()) continue;
+    auto it = pending_.find(evicted);
+    if (it != pending_.end() && it->second.slot >= 0) {
+      it->second.slot = -1;
+      queue_full_request(it->first, it->second);
+    }
+  }
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,62 @@
+// Controller: one negotiation cycle, run by the coordinator thread of every rank in lockstep.
+//
+// Per cycle, every rank:
+//  1. sorts its new requests into cached (the response cache holds the same signature: only a
+//     bit is sent) and uncached (sent to rank 0 in full);
+//  2. takes part in one bitwise-AND All-Reduce of [flags | ready bits | inverted invalid bits]
+//     (flags are inverted too, so AND computes "any rank" for them);
+//  3. drops invalidated cache slots everywhere (a signature changed, or a cached tensor waited
+//     long enough that rank 0 should see who is missing);
+//  4. if any rank has uncached requests (or rank 0 must report a stall), gathers request lists
+//     at rank 0, which validates complete tensors and broadcasts the responses;
+//  5. returns cached-ready responses (slot order) followed by rank 0's (its order): the same
+//     list on every rank, so execution and cache updates happen in the same order everywhere.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "arcreduce/stats.h"
+#include "runtime/context.h"
+#include "runtime/message_table.h"
+#include "runtime/response_cache.h"
+#include "tensor_queue/tensor_queue.h"
+
+namespace arcreduce {
+
+struct CyclePlan {
+  std::vector<Response> responses;  // execution order, identical on every rank
+  bool shutdown = false;            // some rank called shutdown(): stop after this cycle
+  std::string abort_reason;         // stall shutdown: fail everything and end the job
+  bool busy = false;                // some rank had tensors in flight at the start of the cycle
+};
+
+class Controller {
+ public:
+  explicit Controller(Context& ctx);
+
+  CyclePlan run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
+                      Stats& stats);
+
+ private:
+  struct Pending {
+    TensorSignature signature;
+    Clock::time_point since;
+    int64_t slot = -1;  // cache slot when negotiated through the bit vector
+  };
+  std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due,
+                                   const std::vector<size_t>& invalid_local) const;
+  void queue_full_request(const std::string& name, const Pending& p);
+  std::vector<Response> negotiate_at_root(const std::string& abort_reason, std::string* abort_out,
+                                          Stats& stats);
+  void apply_cache_updates(const std::vector<Response>& responses);
+
+  Context& ctx_;
+  ResponseCache cache_;
+  MessageTable table_;  // used on rank 0 only
+  std::unordered_map<std::string, Pending> pending_;
+  std::vector<std::string> unsent_;  // uncached names for the next full negotiation, in order
+};
+
+}  // namespace arcreduce

@@ -1,0 +1,46 @@
+// Coordinator: the background thread of one runtime. It alone uses the Context's communicator:
+// each cycle it waits for work (condition variable, no polling), negotiates with the other
+// ranks (Controller), plans buckets (plan_buckets) and reduces them (BucketExecutor), then
+// completes the ops. It never throws: failures become Status values of the affected ops.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "arcreduce/stats.h"
+#include "runtime/bucket_executor.h"
+#include "runtime/context.h"
+#include "runtime/controller.h"
+#include "tensor_queue/tensor_queue.h"
+
+namespace arcreduce {
+
+class Coordinator {
+ public:
+  Coordinator(Context& ctx, TensorQueue& queue);
+  ~Coordinator();  // requests shutdown and joins
+
+  void start();
+  // Asks every rank to shut down (through the next negotiation) and waits for this thread.
+  void shutdown();
+  Stats stats() const;
+  bool on_coordinator_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void loop();
+  void execute(const CyclePlan& plan);
+  void publish();
+
+  Context& ctx_;
+  TensorQueue& queue_;
+  Controller controller_;
+  BucketExecutor executor_;
+  Stats stats_;  // coordinator thread only; copied into published_ after each cycle
+  mutable std::mutex stats_mutex_;
+  Stats published_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::thread thread_;
+};
+
+}  // namespace arcreduce

@@ -1,0 +1,120 @@
+#include "runtime/message_table.h"
+
+#include <functional>
+#include <sstream>
+
+namespace arcreduce {
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+const char* device_name(Device::Kind kind) {
+  return kind == Device::kCUDA ? "cuda" : "cpu";
+}
+
+// "shape: [3, 4] on ranks 0, 1 vs [4, 4] on rank 2", or "" when all ranks agree.
+std::string field_disagreement(const char* field, const std::vector<std::string>& values) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t r = 0; r < values.size(); ++r) {
+    bool found = false;
+    for (auto& g : groups) {
+      if (g.first == values[r]) {
+        g.second.push_back(static_cast<int>(r));
+        found = true;
+        break;
+      }
+    }
+    if (!found) groups.push_back({values[r], {static_cast<int>(r)}});
+  }
+  if (groups.size() == 1) return "";
+  std::string s = std::string(field) + ": ";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    s += (i ? " vs " : "") + groups[i].first + " on " + rank_list(groups[i].second);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<Response> MessageTable::add(int rank, const Request& request, Clock::time_point now) {
+  auto it = pending_.find(request.name);
+  if (it == pending_.end()) {
+    Pending p;
+    p.by_rank.resize(world_size_);
+    p.first_seen = now;
+    it = pending_.emplace(request.name, std::move(p)).first;
+  }
+  Pending& p = it->second;
+  // The age a rank reports moves first_seen back to its submission time.
+  auto submitted = now - std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(request.age_seconds));
+  if (submitted < p.first_seen) p.first_seen = submitted;
+  if (!p.by_rank[rank]) {
+    p.by_rank[rank] = request;
+    ++p.count;
+  }
+  if (p.count < world_size_) return std::nullopt;
+  Response response = validate(request.name, p);
+  pending_.erase(it);
+  return response;
+}
+
+Response MessageTable::validate(const std::string& name, const Pending& p) const {
+  std::vector<std::function<std::string(const TensorSignature&)>> fields = {
+      [](const TensorSignature& s) { return std::string(dtype_name(s.dtype)); },
+      [](const TensorSignature& s) { return shape_string(s.shape); },
+      [](const TensorSignature& s) { return std::string(reduce_op_name(s.op)); },
+      [](const TensorSignature& s) { return std::string(device_name(s.device)); },
+      [](const TensorSignature& s) { return s.compression.to_string(); },
+  };
+  const char* field_names[] = {"dtype", "shape", "op", "device", "compression"};
+  std::string problems;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    std::vector<std::string> values;
+    for (const auto& r : p.by_rank) values.push_back(fields[f](r->signature));
+    std::string d = field_disagreement(field_names[f], values);
+    if (!d.empty()) problems += (problems.empty() ? "" : "; ") + d;
+  }
+  Response resp;
+  resp.name = name;
+  if (problems.empty()) {
+    resp.signature = p.by_rank[0]->signature;
+  } else {
+    resp.code = StatusCode::kMismatch;
+    resp.error = "tensor '" + name + "' was submitted differently across ranks (" + problems + ")";
+  }
+  return resp;
+}
+
+std::string MessageTable::describe_missing(const std::string& name, const Pending& p,
+                                           Clock::time_point now) const {
+  std::vector<int> have, missing;
+  for (int r = 0; r < world_size_; ++r) (p.by_rank[r] ? have : missing).push_back(r);
+  std::ostringstream os;
+  os.precision(3);
+  os << "'" << name << "' (waiting " << std::chrono::duration<double>(now - p.first_seen).count()
+     << " s; submitted by " << rank_list(have) << "; missing from " << rank_list(missing) << ")";
+  return os.str();
+}
+
+MessageTable::StallReport MessageTable::inspect(Clock::time_point now, double check_seconds,
+                                                double shutdown_seconds) {
+  StallReport report;
+  for (auto& kv : pending_) {
+    Pending& p = kv.second;
+    double waited = std::chrono::duration<double>(now - p.first_seen).count();
+    if (shutdown_seconds > 0 && waited >= shutdown_seconds) {
+      report.abort += (report.abort.empty() ? "" : ", ") + describe_missing(kv.first, p, now);
+    } else if (check_seconds > 0 && waited >= check_seconds && !p.warned) {
+      p.warned = true;
+      report.warning += (report.warning.empty() ? "" : ", ") + describe_missing(kv.first, p, now);
+    }
+  }
+  return report;
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,124 @@
+#include "runtime/runtime.h"
+
+#include <cmath>
+
+#include "arcreduce/build_config.h"
+#include "runtime/config_agreement.h"
+#include "runtime/config_fields.h"
+
+namespace arcreduce {
+
+Runtime::Runtime(const Config& config, std::unique_ptr<Communicator> comm) {
+  std::string error;
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree_on_config(*comm, error.empty() ? &config : nullptr, error);
+  ctx_.config = config;
+  ctx_.rank = comm->rank();
+  ctx_.size = comm->size();
+  local_rank_ = comm->local_rank();
+  local_size_ = comm->local_size();
+  ctx_.comm = std::move(comm);
+  ctx_.log = make_logger(ctx_.rank, config.log_level);
+  ctx_.log->debug(
+      "initialised: rank {} of {} (local {} of {}), fusion {} bytes, cycle {} ms, "
+      "cache {} entries",
+      ctx_.rank, ctx_.size, local_rank_, local_size_, config.fusion_threshold, config.cycle_time_ms,
+      config.cache_capacity);
+  coordinator_ = std::make_unique<Coordinator>(ctx_, queue_);
+  coordinator_->start();
+}
+
+Runtime::~Runtime() {
+  shutdown();
+  coordinator_.reset();
+  ctx_.comm.reset();
+}
+
+void Runtime::shutdown() {
+  if (coordinator_) coordinator_->shutdown();
+}
+
+Status Runtime::synchronize(Handle handle) {
+  if (coordinator_->on_coordinator_thread() && !queue_.poll(handle)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "synchronize() was called from a callback on the coordinator thread for an op "
+                  "that has not completed; it would never return");
+  }
+  return queue_.synchronize(handle);
+}
+
+std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
+                                  const AllreduceOptions& options) const {
+  const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
+  if (name.empty())
+    return "a tensor name must not be empty (rank " + std::to_string(ctx_.rank) + ")";
+  const int64_t n = num_elements(tensor.shape);
+  if (n < 0) return who + ": shape " + shape_string(tensor.shape) + " has a negative dimension";
+  if (static_cast<int>(tensor.dtype) < 0 || static_cast<int>(tensor.dtype) > 3) {
+    return who + ": unknown dtype " + std::to_string(static_cast<int>(tensor.dtype));
+  }
+  if (options.op != ReduceOp::kSum && options.op != ReduceOp::kAverage) {
+    return who + ": unknown reduce op " + std::to_string(static_cast<int>(options.op));
+  }
+  if (n > 0 && tensor.data == nullptr) return who + ": data is null but the shape has elements";
+  if (tensor.device.kind == Device::kCUDA) {
+    return who + (ARCREDUCE_CUDA ? ": CUDA tensors are not supported by the runtime yet"
+                                 : ": CUDA tensor, but this build of arcreduce has no CUDA");
+  }
+  if (tensor.device.kind != Device::kCPU) return who + ": unknown device kind";
+  const CompressionOptions& c = options.compression;
+  if (c.compressor) {
+    bool known = false;
+    for (const auto& k : compressor_names()) known |= (k == *c.compressor);
+    if (!known) return who + ": unknown compressor '" + *c.compressor + "'";
+  }
+  if (c.ratio && !(*c.ratio > 0 && *c.ratio <= 1)) {
+    return who + ": compression ratio " + std::to_string(*c.ratio) + " is not in (0, 1]";
+  }
+  if (c.error_feedback) {
+    bool known = false;
+    for (const auto& k : error_feedback_names()) known |= (k == *c.error_feedback);
+    if (!known) return who + ": unknown error feedback '" + *c.error_feedback + "'";
+  }
+  return "";
+}
+
+TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& options) const {
+  TensorSignature s;
+  s.dtype = tensor.dtype;
+  s.shape = tensor.shape;
+  s.device = tensor.device.kind;
+  s.op = options.op;
+  const CompressionOptions& c = options.compression;
+  s.compression.compressor = c.compressor.value_or(ctx_.config.compressor);
+  s.compression.ratio = c.ratio.value_or(ctx_.config.compress_ratio);
+  s.compression.error_feedback = c.error_feedback.value_or(ctx_.config.error_feedback);
+  if (s.compression.compressor == "none") {
+    // Dense reduction ignores ratio and error feedback: do not let them split buckets or
+    // cause mismatch errors.
+    s.compression.ratio = 1.0;
+    s.compression.error_feedback = "none";
+  }
+  return s;
+}
+
+Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
+                                const AllreduceOptions& options) {
+  std::string problem = check_tensor(name, tensor, options);
+  if (!problem.empty()) {
+    return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
+  }
+  TensorEntry entry;
+  entry.name = name;
+  entry.tensor = tensor;
+  entry.signature = resolve(tensor, options);
+  entry.callback = options.callback;
+  entry.submitted = Clock::now();
+  return queue_.submit(std::move(entry));
+}
+
+}  // namespace arcreduce

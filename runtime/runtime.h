@@ -1,0 +1,52 @@
+// Runtime: one arcreduce instance over one communicator — context, tensor queue and coordinator.
+// The process-wide API (arcreduce.h) owns one Runtime over MPI; tests create several over a
+// loopback world, one per thread-rank. Construction is collective over the communicator.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "arcreduce/arcreduce.h"
+#include "runtime/context.h"
+#include "runtime/coordinator.h"
+#include "tensor_queue/tensor_queue.h"
+
+namespace arcreduce {
+
+class Runtime {
+ public:
+  // Validates `config` and agrees on it with every rank (throws Error on all ranks otherwise),
+  // then starts the coordinator thread, which owns `comm` from then on.
+  Runtime(const Config& config, std::unique_ptr<Communicator> comm);
+  ~Runtime();  // shutdown(), then releases the communicator
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  Handle allreduce_async(const std::string& name, const Tensor& tensor,
+                         const AllreduceOptions& options);
+  bool poll(Handle handle) const { return queue_.poll(handle); }
+  Status synchronize(Handle handle);
+  void shutdown();
+  bool running() const { return !queue_.closed(); }
+  Stats stats() const { return coordinator_->stats(); }
+
+  int rank() const { return ctx_.rank; }
+  int size() const { return ctx_.size; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const Config& config() const { return ctx_.config; }
+
+ private:
+  // Empty when valid, else the reason naming the tensor.
+  std::string check_tensor(const std::string& name, const Tensor& tensor,
+                           const AllreduceOptions& options) const;
+  TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;
+
+  Context ctx_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  TensorQueue queue_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+}  // namespace arcreduce

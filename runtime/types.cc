@@ -1,0 +1,73 @@
+#include "arcreduce/types.h"
+#include "arcreduce/status.h"
+
+namespace arcreduce {
+
+int64_t num_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kFloat16:
+      return 2;
+    case DType::kBFloat16:
+      return 2;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+  }
+  return "unknown-dtype";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+  }
+  return "unknown-op";
+}
+
+const char* status_code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kMismatch:
+      return "mismatch";
+    case StatusCode::kDuplicateName:
+      return "duplicate name";
+    case StatusCode::kShutdown:
+      return "shut down";
+    case StatusCode::kStalled:
+      return "stalled";
+    case StatusCode::kInternal:
+      return "internal";
+  }
+  return "unknown";
+}
+
+}  // namespace arcreduce

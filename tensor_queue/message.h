@@ -1,0 +1,75 @@
+// Negotiation messages: what a rank asks for (Request) and what rank 0 decides (Response), with a
+// compact binary encoding. Encoding is host-endian: all ranks of a job share one architecture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arcreduce/status.h"
+#include "arcreduce/types.h"
+
+namespace arcreduce {
+
+// Compression of one tensor after per-op options were resolved against the Config.
+struct CompressionSpec {
+  std::string compressor;
+  double ratio = 1.0;
+  std::string error_feedback;
+
+  bool operator==(const CompressionSpec& o) const {
+    return compressor == o.compressor && ratio == o.ratio && error_feedback == o.error_feedback;
+  }
+  bool operator!=(const CompressionSpec& o) const { return !(*this == o); }
+  std::string to_string() const;  // e.g. "arctopk(ratio=0.01, ef=ef21m)"
+};
+
+// Everything about one submitted tensor that must agree across ranks.
+struct TensorSignature {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  Device::Kind device = Device::kCPU;
+  ReduceOp op = ReduceOp::kAverage;
+  CompressionSpec compression;
+
+  bool operator==(const TensorSignature& o) const {
+    return dtype == o.dtype && shape == o.shape && device == o.device && op == o.op &&
+           compression == o.compression;
+  }
+  bool operator!=(const TensorSignature& o) const { return !(*this == o); }
+  int64_t elements() const { return num_elements(shape); }
+  size_t bytes() const { return static_cast<size_t>(elements()) * dtype_size(dtype); }
+};
+
+std::string shape_string(const std::vector<int64_t>& shape);  // "[3, 4]"
+
+struct Request {
+  std::string name;
+  TensorSignature signature;
+  double age_seconds = 0;  // how long the tensor had waited on its rank when this was sent
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+};
+
+// One tensor's outcome. Rank 0 produces these in execution order; fusion happens afterwards on
+// every rank with the same deterministic planner.
+struct Response {
+  std::string name;
+  StatusCode code = StatusCode::kOk;  // kOk: reduce it; otherwise fail it with `error`
+  std::string error;
+  TensorSignature signature;  // valid when code == kOk
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  std::string abort_reason;  // non-empty: the stall inspector ends the job
+};
+
+std::string encode(const RequestList& list);
+RequestList decode_request_list(const std::string& bytes);  // throws Error on malformed input
+std::string encode(const ResponseList& list);
+ResponseList decode_response_list(const std::string& bytes);
+
+}  // namespace arcreduce

@@ -1,0 +1,163 @@
+#include "tensor_queue/tensor_queue.h"
+
+#include <utility>
+
+namespace arcreduce {
+namespace {
+// Completed handles kept for a later synchronize(); beyond this the oldest are released (a
+// program that only uses callbacks never synchronizes).
+constexpr size_t kMaxUnsynchronizedHandles = 1 << 16;
+
+void run_callback(std::function<void(const Status&)>& callback, const Status& status) {
+  if (!callback) return;
+  try {
+    callback(status);
+  } catch (...) {
+    // Callbacks run on the coordinator thread, which must never die: swallow, the op's own
+    // Status is still delivered through synchronize().
+  }
+}
+}  // namespace
+
+Handle TensorQueue::submit(TensorEntry entry) {
+  Status reject_status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Handle h = next_handle_++;
+    handles_[h];
+    entry.handle = h;
+    if (closed_) {
+      reject_status = Status(closed_status_.code(),
+                             "tensor '" + entry.name + "' was submitted after arcreduce stopped: " +
+                                 closed_status_.message());
+    } else if (in_flight_.count(entry.name)) {
+      reject_status = Status(StatusCode::kDuplicateName,
+                             "tensor '" + entry.name +
+                                 "' is already in flight on this rank: names must be unique "
+                                 "among in-flight ops");
+    } else {
+      new_requests_.push_back(Request{entry.name, entry.signature, 0.0});
+      in_flight_.emplace(entry.name, std::move(entry));
+      work_cv_.notify_one();
+      return h;
+    }
+  }
+  finish(entry.handle, entry.callback, reject_status);
+  return entry.handle;
+}
+
+Handle TensorQueue::reject(std::function<void(const Status&)> callback, const Status& status) {
+  Handle h;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    h = next_handle_++;
+    handles_[h];
+  }
+  finish(h, callback, status);
+  return h;
+}
+
+void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_cv_.wait_for(lock, timeout, [&] { return !new_requests_.empty() || closed_ || woken_; });
+  woken_ = false;
+}
+
+std::vector<Request> TensorQueue::take_new_requests() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Request> out;
+  out.swap(new_requests_);
+  auto now = Clock::now();
+  for (Request& r : out) {
+    auto it = in_flight_.find(r.name);
+    if (it != in_flight_.end()) {
+      r.age_seconds = std::chrono::duration<double>(now - it->second.submitted).count();
+    }
+  }
+  return out;
+}
+
+bool TensorQueue::take_entry(const std::string& name, TensorEntry* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = in_flight_.find(name);
+  if (it == in_flight_.end()) return false;
+  *out = std::move(it->second);
+  in_flight_.erase(it);
+  return true;
+}
+
+void TensorQueue::complete(TensorEntry& entry, const Status& status) {
+  finish(entry.handle, entry.callback, status);
+}
+
+void TensorQueue::close(const Status& status) {
+  std::unordered_map<std::string, TensorEntry> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!closed_) {
+      closed_ = true;
+      closed_status_ = status;
+    }
+    pending.swap(in_flight_);
+    new_requests_.clear();
+    work_cv_.notify_all();
+  }
+  for (auto& kv : pending) finish(kv.second.handle, kv.second.callback, status);
+}
+
+bool TensorQueue::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+void TensorQueue::wake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  woken_ = true;
+  work_cv_.notify_all();
+}
+
+bool TensorQueue::poll(Handle handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = handles_.find(handle);
+  return it == handles_.end() || it->second.done;
+}
+
+Status TensorQueue::synchronize(Handle handle) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "handle " + std::to_string(handle) +
+                      " is unknown or was already released by synchronize()");
+  }
+  done_cv_.wait(lock, [&] {
+    auto found = handles_.find(handle);
+    return found == handles_.end() || found->second.done;
+  });
+  it = handles_.find(handle);
+  if (it == handles_.end()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "handle " + std::to_string(handle) + " was released before synchronize()");
+  }
+  Status status = it->second.status;
+  handles_.erase(it);
+  return status;
+}
+
+void TensorQueue::finish(Handle handle, std::function<void(const Status&)>& callback,
+                         const Status& status) {
+  run_callback(callback, status);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return;
+  it->second.done = true;
+  it->second.status = status;
+  unsynchronized_done_.push_back(handle);
+  while (unsynchronized_done_.size() > kMaxUnsynchronizedHandles) {
+    handles_.erase(unsynchronized_done_.front());  // no-op if already synchronized
+    unsynchronized_done_.pop_front();
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,83 @@
+// TensorQueue: the thread-safe table between the submitting threads and the coordinator.
+// Submitting threads add entries; the coordinator takes new requests each cycle, later removes
+// the entries it executes and completes them. Every entry completes exactly once: callback first
+// (on the completing thread, with no lock held), then the handle becomes ready for synchronize().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "arcreduce/types.h"
+#include "tensor_queue/message.h"
+
+namespace arcreduce {
+
+using Handle = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+struct TensorEntry {
+  std::string name;
+  Tensor tensor;
+  TensorSignature signature;
+  std::function<void(const Status&)> callback;
+  Handle handle = 0;
+  Clock::time_point submitted;
+};
+
+class TensorQueue {
+ public:
+  TensorQueue() = default;
+  TensorQueue(const TensorQueue&) = delete;
+  TensorQueue& operator=(const TensorQueue&) = delete;
+
+  // Registers a handle; returns it. Fails the handle at once (callback included) if `name` is in
+  // flight or the queue is closed, with `closed_status`'s code and message.
+  Handle submit(TensorEntry entry);
+  // Completes a fresh handle with `status` without queueing anything (rejected submissions).
+  Handle reject(std::function<void(const Status&)> callback, const Status& status);
+
+  // Coordinator side. Waits until new entries arrive, close() or wake() is called, or `timeout`.
+  void wait_for_work(std::chrono::microseconds timeout);
+  // Requests submitted since the last call, in submission order.
+  std::vector<Request> take_new_requests();
+  // Removes the in-flight entry `name` (nullptr-equivalent empty entry if absent).
+  bool take_entry(const std::string& name, TensorEntry* out);
+  // Completes an entry taken with take_entry.
+  void complete(TensorEntry& entry, const Status& status);
+  // Refuses further submissions with `status` and completes everything in flight with it.
+  void close(const Status& status);
+  bool closed() const;
+  void wake();
+
+  // Caller side.
+  bool poll(Handle handle) const;
+  Status synchronize(Handle handle);
+
+ private:
+  struct HandleState {
+    bool done = false;
+    Status status;
+  };
+  void finish(Handle handle, std::function<void(const Status&)>& callback, const Status& status);
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::unordered_map<std::string, TensorEntry> in_flight_;
+  std::vector<Request> new_requests_;
+  std::unordered_map<Handle, HandleState> handles_;
+  std::deque<Handle> unsynchronized_done_;  // bounds memory of handles nobody synchronizes
+  Handle next_handle_ = 1;
+  bool closed_ = false;
+  bool woken_ = false;
+  Status closed_status_;
+};
+
+}  // namespace arcreduce
