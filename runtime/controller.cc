@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/config_fields.h"
+
 namespace arcreduce {
 namespace {
 
@@ -52,11 +54,6 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
   return bits;
 }
 
-void Controller::queue_full_request(const std::string& name, const Pending& p) {
-  (void)p;
-  unsent_.push_back(name);
-}
-
 CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
                                 Stats& stats) {
   const auto now = Clock::now();
@@ -75,7 +72,7 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
       p.slot = slot;
     } else {
       if (slot >= 0) invalid_local.push_back(static_cast<size_t>(slot));
-      queue_full_request(r.name, p);
+      unsent_.push_back(r.name);
     }
     pending_[r.name] = p;
   }
@@ -97,9 +94,9 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
                      cfg.stall_check_seconds, report.warning);
     }
     if (!report.abort.empty()) {
-      abort_reason = "stall shutdown after " + std::to_string(cfg.stall_shutdown_seconds) + " s (" +
-                     std::string("ARCREDUCE_STALL_SHUTDOWN_SECONDS") +
-                     "): tensors never submitted by every rank: " + report.abort;
+      abort_reason =
+          fmt::format("stall shutdown after {} s ({}): tensors never submitted by every rank: {}",
+                      cfg.stall_shutdown_seconds, kEnvStallShutdownSeconds, report.abort);
     }
   }
 
@@ -125,7 +122,7 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
     auto it = pending_.find(cache_.name(slot));
     if (it != pending_.end() && it->second.slot == static_cast<int64_t>(slot)) {
       it->second.slot = -1;
-      queue_full_request(it->first, it->second);
+      unsent_.push_back(it->first);
     }
     cache_.erase(slot);
   }
@@ -190,7 +187,7 @@ void Controller::apply_cache_updates(const std::vector<Response>& responses) {
     auto it = pending_.find(evicted);
     if (it != pending_.end() && it->second.slot >= 0) {
       it->second.slot = -1;
-      queue_full_request(it->first, it->second);
+      unsent_.push_back(it->first);
     }
   }
 }

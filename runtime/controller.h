@@ -47,7 +47,6 @@ class Controller {
   };
   std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due,
                                    const std::vector<size_t>& invalid_local) const;
-  void queue_full_request(const std::string& name, const Pending& p);
   std::vector<Response> negotiate_at_root(const std::string& abort_reason, std::string* abort_out,
                                           Stats& stats);
   void apply_cache_updates(const std::vector<Response>& responses);

@@ -9,6 +9,8 @@ namespace {
 // While no rank has anything in flight the cycle slows down to this, so idle ranks do not spin
 // in MPI; a local submission still wakes the coordinator at once.
 constexpr std::chrono::milliseconds kIdleCycle(50);
+// Time other ranks get to fail their ops and log a stall shutdown before rank 0 aborts the job.
+constexpr std::chrono::milliseconds kAbortGrace(500);
 }  // namespace
 
 Coordinator::Coordinator(Context& ctx, TensorQueue& queue)
@@ -65,11 +67,16 @@ void Coordinator::loop() {
         break;
       }
       if (!plan.abort_reason.empty()) {
+        // Every rank learnt the reason in the same broadcast: each fails its own ops and logs;
+        // rank 0 then ends the job after a grace period that lets the others report.
         ctx_.log->error("{}; aborting the job", plan.abort_reason);
         queue_.close(Status(StatusCode::kStalled, plan.abort_reason));
         publish();
         ctx_.log->flush();
-        ctx_.comm->abort(1, plan.abort_reason);
+        if (ctx_.rank == 0) {
+          std::this_thread::sleep_for(kAbortGrace);
+          ctx_.comm->abort(1, plan.abort_reason);
+        }
         break;
       }
       execute(plan);

@@ -14,7 +14,8 @@ spdlog::level::level_enum parse_level(const std::string& level) {
 }  // namespace
 
 Logger make_logger(int rank, const std::string& level) {
-  static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  // One sink per logger: a sink carries its logger's pattern (the rank prefix).
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("arcreduce", sink);
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [arcreduce rank " + std::to_string(rank) +
                       "] [%l] %v");

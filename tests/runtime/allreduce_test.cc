@@ -61,7 +61,8 @@ void run_case(const Case& c, int steps) {
       if (step == steps - 1) {
         results[rank].resize(tensors.size());
         for (size_t t = 0; t < tensors.size(); ++t) {
-          for (size_t i = 0; i < tensors[t].count(); ++i) results[rank][t].push_back(tensors[t].get(i));
+          for (size_t i = 0; i < tensors[t].count(); ++i)
+            results[rank][t].push_back(tensors[t].get(i));
         }
       }
     }
@@ -82,16 +83,16 @@ TEST_P(AllreduceTest, MatchesReferenceOnEveryRank) {
   run_case({size, dtype, op, 64 << 20, 1024}, 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    WorldsDtypesOps, AllreduceTest,
-    ::testing::Combine(::testing::Range(1, 9),
-                       ::testing::Values(DType::kFloat32, DType::kFloat64, DType::kFloat16,
-                                         DType::kBFloat16),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAverage)),
-    [](const auto& info) {
-      return "np" + std::to_string(std::get<0>(info.param)) + "_" +
-             dtype_name(std::get<1>(info.param)) + "_" + reduce_op_name(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(WorldsDtypesOps, AllreduceTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(DType::kFloat32, DType::kFloat64,
+                                                              DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(ReduceOp::kSum, ReduceOp::kAverage)),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  dtype_name(std::get<1>(info.param)) + "_" +
+                                  reduce_op_name(std::get<2>(info.param));
+                         });
 
 TEST(AllreduceFusionAndCache, FusionOffSmallBucketsAndNoCache) {
   for (int64_t fusion : {int64_t{0}, int64_t{100}, int64_t{4096}}) {

@@ -38,8 +38,12 @@ struct HostTensor {
 
   void set(size_t i, double v) {
     switch (dtype) {
-      case DType::kFloat32: reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(v); break;
-      case DType::kFloat64: reinterpret_cast<double*>(bytes.data())[i] = v; break;
+      case DType::kFloat32:
+        reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(v);
+        break;
+      case DType::kFloat64:
+        reinterpret_cast<double*>(bytes.data())[i] = v;
+        break;
       case DType::kFloat16:
         reinterpret_cast<uint16_t*>(bytes.data())[i] = float_to_fp16(static_cast<float>(v));
         break;
@@ -50,9 +54,12 @@ struct HostTensor {
   }
   double get(size_t i) const {
     switch (dtype) {
-      case DType::kFloat32: return reinterpret_cast<const float*>(bytes.data())[i];
-      case DType::kFloat64: return reinterpret_cast<const double*>(bytes.data())[i];
-      case DType::kFloat16: return fp16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
+      case DType::kFloat32:
+        return reinterpret_cast<const float*>(bytes.data())[i];
+      case DType::kFloat64:
+        return reinterpret_cast<const double*>(bytes.data())[i];
+      case DType::kFloat16:
+        return fp16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
       case DType::kBFloat16:
         return bf16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
     }
