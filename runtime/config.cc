@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "arcreduce/status.h"
 #include "runtime/config_fields.h"
 
@@ -70,40 +72,58 @@ const std::vector<std::string>& log_level_names() {
   return names;
 }
 
-void Config::validate() const {
-  auto num = [](double v) { return std::to_string(v); };
-  check_choice(kEnvCompressor, compressor, compressor_names());
-  if (!(compress_ratio > 0 && compress_ratio <= 1)) {
-    reject(kEnvCompressRatio, num(compress_ratio), "a fraction in (0, 1], e.g. 0.01");
+// Range checks shared by validate() and from_env(); `raw` holds the environment's spelling of a
+// value so that messages quote what the user wrote.
+static void validate_config(const Config& c, const std::map<std::string, std::string>& raw) {
+  auto shown = [&](const char* var, const std::string& formatted) {
+    auto it = raw.find(var);
+    return it != raw.end() ? it->second : formatted;
+  };
+  auto reject = [&](const char* var, const std::string& formatted, const std::string& accepted) {
+    arcreduce::reject(var, shown(var, formatted), accepted);
+  };
+  auto check_choice = [&](const char* var, const std::string& value,
+                          const std::vector<std::string>& choices) {
+    arcreduce::check_choice(var, shown(var, value), choices);
+  };
+  auto num = [](double v) { return fmt::format("{}", v); };
+  check_choice(kEnvCompressor, c.compressor, compressor_names());
+  if (!(c.compress_ratio > 0 && c.compress_ratio <= 1)) {
+    reject(kEnvCompressRatio, num(c.compress_ratio), "a fraction in (0, 1], e.g. 0.01");
   }
-  if (sketch_rank < 1) reject(kEnvSketchRank, std::to_string(sketch_rank), "an integer >= 1");
-  check_choice(kEnvErrorFeedback, error_feedback, error_feedback_names());
-  if (!(ef_momentum > 0 && ef_momentum <= 1)) {
-    reject(kEnvEfMomentum, num(ef_momentum), "a number in (0, 1]");
+  if (c.sketch_rank < 1) reject(kEnvSketchRank, std::to_string(c.sketch_rank), "an integer >= 1");
+  check_choice(kEnvErrorFeedback, c.error_feedback, error_feedback_names());
+  if (!(c.ef_momentum > 0 && c.ef_momentum <= 1)) {
+    reject(kEnvEfMomentum, num(c.ef_momentum), "a number in (0, 1]");
   }
-  if (warmup_steps < 0) reject(kEnvWarmupSteps, std::to_string(warmup_steps), "an integer >= 0");
-  if (min_compress_elements < 0) {
-    reject(kEnvMinCompressElements, std::to_string(min_compress_elements), "an integer >= 0");
+  if (c.warmup_steps < 0)
+    reject(kEnvWarmupSteps, std::to_string(c.warmup_steps), "an integer >= 0");
+  if (c.min_compress_elements < 0) {
+    reject(kEnvMinCompressElements, std::to_string(c.min_compress_elements), "an integer >= 0");
   }
-  if (fusion_threshold < 0) {
-    reject(kEnvFusionThreshold, std::to_string(fusion_threshold),
+  if (c.fusion_threshold < 0) {
+    reject(kEnvFusionThreshold, std::to_string(c.fusion_threshold),
            "a size in bytes >= 0 (0 disables fusion)");
   }
-  if (!(cycle_time_ms > 0 && cycle_time_ms <= 10000)) {
-    reject(kEnvCycleTimeMs, num(cycle_time_ms), "milliseconds in (0, 10000]");
+  if (!(c.cycle_time_ms > 0 && c.cycle_time_ms <= 10000)) {
+    reject(kEnvCycleTimeMs, num(c.cycle_time_ms), "milliseconds in (0, 10000]");
   }
-  if (cache_capacity < 0 || cache_capacity > (1 << 20)) {
-    reject(kEnvCacheCapacity, std::to_string(cache_capacity),
+  if (c.cache_capacity < 0 || c.cache_capacity > (1 << 20)) {
+    reject(kEnvCacheCapacity, std::to_string(c.cache_capacity),
            "an integer in [0, 1048576] (0 disables the cache)");
   }
-  if (!(stall_check_seconds >= 0)) {
-    reject(kEnvStallCheckSeconds, num(stall_check_seconds), "seconds >= 0 (0 disables)");
+  if (!(c.stall_check_seconds >= 0)) {
+    reject(kEnvStallCheckSeconds, num(c.stall_check_seconds), "seconds >= 0 (0 disables)");
   }
-  if (!(stall_shutdown_seconds >= 0)) {
-    reject(kEnvStallShutdownSeconds, num(stall_shutdown_seconds), "seconds >= 0 (0 disables)");
+  if (!(c.stall_shutdown_seconds >= 0)) {
+    reject(kEnvStallShutdownSeconds, num(c.stall_shutdown_seconds), "seconds >= 0 (0 disables)");
   }
-  check_choice(kEnvLogLevel, log_level, log_level_names());
-  check_choice(kEnvAllreduceAlgorithm, allreduce_algorithm, {"auto", "ring", "mpi"});
+  check_choice(kEnvLogLevel, c.log_level, log_level_names());
+  check_choice(kEnvAllreduceAlgorithm, c.allreduce_algorithm, {"auto", "ring", "mpi"});
+}
+
+void Config::validate() const {
+  validate_config(*this, {});
 }
 
 Config Config::from_env() {
@@ -154,7 +174,7 @@ Config Config::from_env() {
       [&](auto& k, auto& v) { c.stall_shutdown_seconds = parse_double(k, v); });
   get(kEnvLogLevel, [&](auto&, auto& v) { c.log_level = v; });
   get(kEnvAllreduceAlgorithm, [&](auto&, auto& v) { c.allreduce_algorithm = v; });
-  c.validate();
+  validate_config(c, env);
   return c;
 }
 

@@ -1,0 +1,186 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "arcreduce/config.h"
+#include "runtime/config_agreement.h"
+#include "runtime/config_fields.h"
+#include "tests/runtime/loopback_harness.h"
+
+namespace arcreduce {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Sets one variable for the scope of a test and clears every ARCREDUCE_* variable around it.
+class EnvGuard {
+ public:
+  EnvGuard() { clear(); }
+  ~EnvGuard() { clear(); }
+  void set(const std::string& k, const std::string& v) { setenv(k.c_str(), v.c_str(), 1); }
+
+ private:
+  static void clear() {
+    for (const auto& v : config_variables()) unsetenv(v.c_str());
+    unsetenv("ARCREDUCE_FOO");
+  }
+};
+
+TEST(Config, DefaultsAreValid) {
+  EnvGuard env;
+  Config c = Config::from_env();
+  EXPECT_EQ(c.compressor, "arctopk");
+  EXPECT_EQ(c.fusion_threshold, 64ll << 20);
+  EXPECT_EQ(c.cache_capacity, 1024);
+  EXPECT_EQ(c.log_level, "warning");
+  EXPECT_GT(c.stall_shutdown_seconds, 0);  // finite by default
+}
+
+TEST(Config, ReadsEveryVariable) {
+  EnvGuard env;
+  env.set("ARCREDUCE_COMPRESSOR", "topk");
+  env.set("ARCREDUCE_COMPRESS_RATIO", "0.1");
+  env.set("ARCREDUCE_SKETCH_RANK", "8");
+  env.set("ARCREDUCE_ERROR_FEEDBACK", "ef14");
+  env.set("ARCREDUCE_EF_MOMENTUM", "0.5");
+  env.set("ARCREDUCE_WARMUP_STEPS", "3");
+  env.set("ARCREDUCE_MIN_COMPRESS_ELEMENTS", "100");
+  env.set("ARCREDUCE_SEED", "42");
+  env.set("ARCREDUCE_FUSION_THRESHOLD", "0");
+  env.set("ARCREDUCE_CYCLE_TIME_MS", "2.5");
+  env.set("ARCREDUCE_CACHE_CAPACITY", "0");
+  env.set("ARCREDUCE_TIMELINE", "/tmp/t.json");
+  env.set("ARCREDUCE_STALL_CHECK_SECONDS", "5");
+  env.set("ARCREDUCE_STALL_SHUTDOWN_SECONDS", "0");
+  env.set("ARCREDUCE_LOG_LEVEL", "debug");
+  env.set("ARCREDUCE_ALLREDUCE_ALGORITHM", "ring");
+  Config c = Config::from_env();
+  EXPECT_EQ(c.compressor, "topk");
+  EXPECT_EQ(c.compress_ratio, 0.1);
+  EXPECT_EQ(c.sketch_rank, 8);
+  EXPECT_EQ(c.error_feedback, "ef14");
+  EXPECT_EQ(c.ef_momentum, 0.5);
+  EXPECT_EQ(c.warmup_steps, 3);
+  EXPECT_EQ(c.min_compress_elements, 100);
+  EXPECT_EQ(c.seed, 42u);
+  EXPECT_EQ(c.fusion_threshold, 0);
+  EXPECT_EQ(c.cycle_time_ms, 2.5);
+  EXPECT_EQ(c.cache_capacity, 0);
+  EXPECT_EQ(c.timeline, "/tmp/t.json");
+  EXPECT_EQ(c.stall_check_seconds, 5);
+  EXPECT_EQ(c.stall_shutdown_seconds, 0);
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.allreduce_algorithm, "ring");
+}
+
+struct BadValue {
+  const char* var;
+  const char* value;
+  const char* accepted;
+};
+
+class BadConfig : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(BadConfig, NamesVariableValueAndWhatIsAccepted) {
+  EnvGuard env;
+  env.set(GetParam().var, GetParam().value);
+  try {
+    Config::from_env();
+    FAIL() << "accepted " << GetParam().var << "=" << GetParam().value;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(GetParam().var));
+    EXPECT_THAT(e.what(), HasSubstr(std::string("'") + GetParam().value + "'"));
+    EXPECT_THAT(e.what(), HasSubstr(GetParam().accepted));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Values, BadConfig,
+    ::testing::Values(BadValue{"ARCREDUCE_COMPRESSOR", "zip", "arctopk"},
+                      BadValue{"ARCREDUCE_COMPRESS_RATIO", "0", "(0, 1]"},
+                      BadValue{"ARCREDUCE_COMPRESS_RATIO", "1.5", "(0, 1]"},
+                      BadValue{"ARCREDUCE_COMPRESS_RATIO", "abc", "number"},
+                      BadValue{"ARCREDUCE_COMPRESS_RATIO", "nan", "number"},
+                      BadValue{"ARCREDUCE_SKETCH_RANK", "0", ">= 1"},
+                      BadValue{"ARCREDUCE_ERROR_FEEDBACK", "ef9", "ef21m"},
+                      BadValue{"ARCREDUCE_EF_MOMENTUM", "2", "(0, 1]"},
+                      BadValue{"ARCREDUCE_WARMUP_STEPS", "-1", ">= 0"},
+                      BadValue{"ARCREDUCE_MIN_COMPRESS_ELEMENTS", "1e3", "integer"},
+                      BadValue{"ARCREDUCE_SEED", "-4", ">= 0"},
+                      BadValue{"ARCREDUCE_FUSION_THRESHOLD", "-1", ">= 0"},
+                      BadValue{"ARCREDUCE_FUSION_THRESHOLD", "64MB", "integer"},
+                      BadValue{"ARCREDUCE_CYCLE_TIME_MS", "0", "milliseconds"},
+                      BadValue{"ARCREDUCE_CACHE_CAPACITY", "-5", "0 disables"},
+                      BadValue{"ARCREDUCE_STALL_CHECK_SECONDS", "-1", "seconds"},
+                      BadValue{"ARCREDUCE_STALL_SHUTDOWN_SECONDS", "soon", "number"},
+                      BadValue{"ARCREDUCE_LOG_LEVEL", "loud", "warning"},
+                      BadValue{"ARCREDUCE_ALLREDUCE_ALGORITHM", "tree", "ring"},
+                      BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
+
+// Configuration errors reach every rank, whichever rank has them.
+TEST(ConfigAgreement, OneBadRankFailsEveryRank) {
+  LoopbackWorld world(3);
+  std::vector<std::string> messages(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = world.communicator(r);
+      Config c;
+      try {
+        agree_on_config(*comm, r == 1 ? nullptr : &c, r == 1 ? "ARCREDUCE_SEED='x' is bad" : "");
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(messages[r], HasSubstr("rank 1: ARCREDUCE_SEED='x' is bad")) << r;
+  }
+}
+
+TEST(ConfigAgreement, MustMatchSettingsDifferingFailEveryRank) {
+  LoopbackWorld world(4);
+  std::vector<Config> configs(4, testing::test_config());
+  configs[2].fusion_threshold = 1024;
+  std::vector<std::string> messages(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Runtime rt(configs[r], world.communicator(r));
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(messages[r],
+                HasSubstr("ARCREDUCE_FUSION_THRESHOLD must be the same on every rank"));
+    EXPECT_THAT(messages[r], HasSubstr("rank 2 has '1024'"));
+  }
+}
+
+TEST(ConfigAgreement, InvalidProgrammaticConfigFailsEveryRank) {
+  LoopbackWorld world(2);
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      Config c = testing::test_config();
+      if (r == 0) c.compress_ratio = 0;
+      try {
+        Runtime rt(c, world.communicator(r));
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_COMPRESS_RATIO"));
+}
+
+}  // namespace
+}  // namespace arcreduce
