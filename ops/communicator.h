@@ -12,10 +12,16 @@ namespace arcreduce {
 
 // Element types that travel through collectives.
 enum class ScalarType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kUInt64 };
-// kSum on kFloat16/kBFloat16 adds in fp32 and rounds once per addition.
+// kSum on kFloat16/kBFloat16 adds in fp32 and rounds once per addition. Integer sums wrap
+// around (two's complement). kMin/kMax on floats propagate NaN. kBitAnd/kBitOr act on the bit
+// patterns of any type.
 enum class CollectiveOp { kSum, kMin, kMax, kBitAnd, kBitOr };
 
+// Bytes per element of `type`.
 size_t scalar_size(ScalarType type);
+// Lower-case names for messages ("float32", "sum", ...).
+const char* scalar_type_name(ScalarType type);
+const char* collective_op_name(CollectiveOp op);
 
 // Bytes this communicator put on / took off its transport; used for Stats.
 struct TrafficCounters {

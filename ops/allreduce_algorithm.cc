@@ -1,0 +1,50 @@
+#include "ops/allreduce_algorithm.h"
+
+#include <cctype>
+
+#include "arcreduce/status.h"
+
+namespace arcreduce {
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kAuto:
+      return "auto";
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kMpi:
+      return "mpi";
+  }
+  return "unknown";
+}
+
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
+                                             const std::string& variable) {
+  size_t begin = 0, end = value.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(value[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(value[end - 1]))) --end;
+  std::string lower;
+  for (size_t i = begin; i < end; ++i) {
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(value[i])));
+  }
+  for (AllreduceAlgorithm a :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi}) {
+    if (lower == allreduce_algorithm_name(a)) return a;
+  }
+  throw Error(variable + "='" + value +
+                  "' is not a valid allreduce algorithm; accepted: auto, "
+                  "ring, mpi",
+              StatusCode::kInvalidArgument);
+}
+
+AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
+                                               int local_size, size_t ring_threshold_bytes) {
+  if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
+  // On one host the MPI library's shared-memory allreduce is at least as good as our ring;
+  // across hosts its default choice for large messages is markedly slower (docs/communicators.md).
+  const bool multi_host = local_size < size;
+  return (multi_host && bytes >= ring_threshold_bytes) ? AllreduceAlgorithm::kRing
+                                                       : AllreduceAlgorithm::kMpi;
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,344 @@
+#include "ops/loopback_communicator.h"
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "arcreduce/status.h"
+#include "ops/loopback_state.h"
+#include "ops/reduce_kernels.h"
+#include "ops/traffic_estimates.h"
+
+namespace arcreduce {
+namespace {
+
+void require_buffer(const void* buf, size_t bytes, const char* what) {
+  if (buf == nullptr && bytes > 0) {
+    throw Error(std::string(what) + ": null buffer for " + std::to_string(bytes) + " bytes");
+  }
+}
+
+std::vector<char> snapshot(const void* data, size_t bytes) {
+  const char* begin = static_cast<const char*>(data);
+  return bytes == 0 ? std::vector<char>() : std::vector<char>(begin, begin + bytes);
+}
+
+std::string join(const std::vector<size_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+class LoopbackCommunicator : public Communicator {
+ public:
+  LoopbackCommunicator(std::shared_ptr<LoopbackState> state, int rank)
+      : state_(std::move(state)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return state_->size(); }
+  int local_rank() const override {
+    const int per_host = state_->ranks_per_host();
+    return per_host > 0 ? rank_ % per_host : rank_;
+  }
+  int local_size() const override {
+    const int per_host = state_->ranks_per_host();
+    if (per_host <= 0) return size();
+    const int host_start = rank_ / per_host * per_host;
+    return std::min(per_host, size() - host_start);
+  }
+
+  void allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) override {
+    const size_t bytes = count * scalar_size(type);
+    require_buffer(buf, bytes, "allreduce");
+    Contribution mine("allreduce(count=" + std::to_string(count) + ", type=" +
+                          scalar_type_name(type) + ", op=" + collective_op_name(op) + ")",
+                      snapshot(buf, bytes));
+    collective(
+        std::move(mine),
+        [&](const std::vector<Contribution>& slots, std::vector<char>* result) {
+          *result = slots[0].data;
+          for (size_t r = 1; r < slots.size(); ++r) {
+            reduce_into(result->data(), slots[r].data.data(), count, type, op);
+          }
+        },
+        [&](const std::vector<Contribution>&, const std::vector<char>& result) {
+          if (bytes > 0) std::memcpy(buf, result.data(), bytes);
+        });
+    if (size() > 1) record(allreduce_traffic(count, scalar_size(type), size(), rank_));
+  }
+
+  void allgather(const void* send, size_t bytes, void* recv) override {
+    require_buffer(send, bytes, "allgather");
+    require_buffer(recv, bytes * size(), "allgather");
+    Contribution mine("allgather(bytes=" + std::to_string(bytes) + ")", snapshot(send, bytes));
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 for (size_t r = 0; r < slots.size(); ++r) {
+                   if (bytes > 0)
+                     std::memcpy(static_cast<char*>(recv) + r * bytes, slots[r].data.data(), bytes);
+                 }
+               });
+    record(allgatherv_traffic(std::vector<size_t>(size(), bytes), rank_));
+  }
+
+  void allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes) override {
+    if (recv_bytes.size() != static_cast<size_t>(size())) {
+      throw Error("allgatherv: recv_bytes has " + std::to_string(recv_bytes.size()) +
+                  " entries, communicator size is " + std::to_string(size()));
+    }
+    size_t total = 0;
+    for (size_t b : recv_bytes) total += b;
+    require_buffer(send, recv_bytes[rank_], "allgatherv");
+    require_buffer(recv, total, "allgatherv");
+    Contribution mine("allgatherv(recv_bytes=" + join(recv_bytes) + ")",
+                      snapshot(send, recv_bytes[rank_]));
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 char* out = static_cast<char*>(recv);
+                 for (const Contribution& slot : slots) {
+                   if (!slot.data.empty()) std::memcpy(out, slot.data.data(), slot.data.size());
+                   out += slot.data.size();
+                 }
+               });
+    record(allgatherv_traffic(recv_bytes, rank_));
+  }
+
+  void gatherv(const std::string& send, std::vector<std::string>* blocks, int root) override {
+    check_rank(root, "gatherv");
+    if (rank_ == root && blocks == nullptr) throw Error("gatherv: root needs a blocks vector");
+    Contribution mine("gatherv(root=" + std::to_string(root) + ")",
+                      snapshot(send.data(), send.size()));
+    std::vector<size_t> sizes(size(), 0);
+    sizes[rank_] = send.size();
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 if (rank_ != root) return;
+                 blocks->assign(slots.size(), std::string());
+                 for (size_t r = 0; r < slots.size(); ++r) {
+                   (*blocks)[r].assign(slots[r].data.begin(), slots[r].data.end());
+                   sizes[r] = slots[r].data.size();
+                 }
+               });
+    record(gatherv_traffic(sizes, rank_, root));
+  }
+
+  void broadcast(void* buf, size_t bytes, int root) override {
+    check_rank(root, "broadcast");
+    require_buffer(buf, bytes, "broadcast");
+    Contribution mine(
+        "broadcast(bytes=" + std::to_string(bytes) + ", root=" + std::to_string(root) + ")",
+        rank_ == root ? snapshot(buf, bytes) : std::vector<char>());
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 if (rank_ != root && bytes > 0) std::memcpy(buf, slots[root].data.data(), bytes);
+               });
+    record(broadcast_traffic(bytes, size(), rank_, root));
+  }
+
+  void broadcast(std::string* data, int root) override {
+    check_rank(root, "broadcast");
+    if (data == nullptr) throw Error("broadcast: null string");
+    Contribution mine("broadcast_string(root=" + std::to_string(root) + ")",
+                      rank_ == root ? snapshot(data->data(), data->size()) : std::vector<char>());
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 if (rank_ != root) data->assign(slots[root].data.begin(), slots[root].data.end());
+               });
+    record(broadcast_traffic(sizeof(uint64_t), size(), rank_, root));
+    record(broadcast_traffic(data->size(), size(), rank_, root));
+  }
+
+  void alltoallv(const void* send, const std::vector<size_t>& send_bytes, void* recv,
+                 const std::vector<size_t>& recv_bytes) override {
+    if (send_bytes.size() != static_cast<size_t>(size()) ||
+        recv_bytes.size() != static_cast<size_t>(size())) {
+      throw Error("alltoallv: send_bytes/recv_bytes need " + std::to_string(size()) +
+                  " entries, got " + std::to_string(send_bytes.size()) + "/" +
+                  std::to_string(recv_bytes.size()));
+    }
+    size_t send_total = 0, recv_total = 0;
+    for (size_t b : send_bytes) send_total += b;
+    for (size_t b : recv_bytes) recv_total += b;
+    require_buffer(send, send_total, "alltoallv");
+    require_buffer(recv, recv_total, "alltoallv");
+    Contribution mine("alltoallv", snapshot(send, send_total), send_bytes, recv_bytes);
+    collective(
+        std::move(mine),
+        [](const std::vector<Contribution>& slots, std::vector<char>*) {
+          for (size_t s = 0; s < slots.size(); ++s) {
+            for (size_t d = 0; d < slots.size(); ++d) {
+              if (slots[s].send_bytes[d] != slots[d].recv_bytes[s]) {
+                throw Error("alltoallv size mismatch: rank " + std::to_string(s) + " sends " +
+                            std::to_string(slots[s].send_bytes[d]) + " bytes to rank " +
+                            std::to_string(d) + ", which expects " +
+                            std::to_string(slots[d].recv_bytes[s]));
+              }
+            }
+          }
+        },
+        [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+          char* out = static_cast<char*>(recv);
+          for (const Contribution& slot : slots) {
+            size_t offset = 0;
+            for (int d = 0; d < rank_; ++d) offset += slot.send_bytes[d];
+            const size_t bytes = slot.send_bytes[rank_];
+            if (bytes > 0) std::memcpy(out, slot.data.data() + offset, bytes);
+            out += bytes;
+          }
+        });
+    record(alltoallv_traffic(send_bytes, recv_bytes, rank_));
+  }
+
+  void send(const void* buf, size_t bytes, int dst, int tag) override {
+    check_rank(dst, "send");
+    check_tag(tag);
+    require_buffer(buf, bytes, "send");
+    state_->post(rank_, dst, tag, snapshot(buf, bytes));
+    record({bytes, 0});
+  }
+
+  void recv(void* buf, size_t bytes, int src, int tag) override {
+    check_rank(src, "recv");
+    check_tag(tag);
+    require_buffer(buf, bytes, "recv");
+    std::vector<char> message = state_->take(src, rank_, tag);
+    if (message.size() != bytes) {
+      throw Error("rank " + std::to_string(rank_) + " recv(src=" + std::to_string(src) +
+                      ", tag=" + std::to_string(tag) + ") expected " + std::to_string(bytes) +
+                      " bytes, message has " + std::to_string(message.size()),
+                  StatusCode::kInternal);
+    }
+    if (bytes > 0) std::memcpy(buf, message.data(), bytes);
+    record({0, bytes});
+  }
+
+  void sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf, size_t recv_bytes,
+                int src, int tag) override {
+    send(send_buf, send_bytes, dst, tag);
+    recv(recv_buf, recv_bytes, src, tag);
+  }
+
+  void barrier() override { collective(Contribution{"barrier"}, nullptr, nullptr); }
+
+  void abort(int code, const std::string& reason) override {
+    state_->record_abort(rank_, code, reason);
+  }
+
+  TrafficCounters traffic() const override { return {bytes_sent_.load(), bytes_received_.load()}; }
+
+ private:
+  void collective(Contribution mine, const LoopbackState::Combine& combine,
+                  const LoopbackState::Read& read) {
+    static const LoopbackState::Combine kNoCombine = [](const std::vector<Contribution>&,
+                                                        std::vector<char>*) {};
+    static const LoopbackState::Read kNoRead = [](const std::vector<Contribution>&,
+                                                  const std::vector<char>&) {};
+    state_->collective(rank_, std::move(mine), combine ? combine : kNoCombine,
+                       read ? read : kNoRead);
+  }
+
+  void check_rank(int peer, const char* what) const {
+    if (peer < 0 || peer >= size()) {
+      throw Error(std::string(what) + ": rank " + std::to_string(peer) + " out of range [0, " +
+                  std::to_string(size()) + ")");
+    }
+  }
+
+  void check_tag(int tag) const {
+    if (tag < 0) throw Error("tag " + std::to_string(tag) + " is negative");
+  }
+
+  void record(const TrafficCounters& delta) {
+    bytes_sent_ += delta.bytes_sent;
+    bytes_received_ += delta.bytes_received;
+  }
+
+  std::shared_ptr<LoopbackState> state_;
+  const int rank_;
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+};
+
+}  // namespace
+
+LoopbackWorld::LoopbackWorld(int size, int ranks_per_host, std::chrono::milliseconds timeout) {
+  if (size < 1) throw Error("LoopbackWorld: size must be >= 1, got " + std::to_string(size));
+  if (ranks_per_host < 0) {
+    throw Error("LoopbackWorld: ranks_per_host must be >= 0, got " +
+                std::to_string(ranks_per_host));
+  }
+  if (timeout.count() <= 0) throw Error("LoopbackWorld: timeout must be positive");
+  state_ = std::make_shared<LoopbackState>(size, ranks_per_host, timeout);
+}
+
+LoopbackWorld::~LoopbackWorld() = default;
+
+int LoopbackWorld::size() const {
+  return state_->size();
+}
+
+std::unique_ptr<Communicator> LoopbackWorld::communicator(int rank) {
+  if (rank < 0 || rank >= size()) {
+    throw Error("LoopbackWorld: rank " + std::to_string(rank) + " out of range [0, " +
+                std::to_string(size()) + ")");
+  }
+  return std::make_unique<LoopbackCommunicator>(state_, rank);
+}
+
+void LoopbackWorld::fail(const std::string& reason) {
+  state_->fail(reason);
+}
+bool LoopbackWorld::failed() const {
+  return state_->failed();
+}
+std::string LoopbackWorld::failure_reason() const {
+  return state_->failure_reason();
+}
+bool LoopbackWorld::aborted() const {
+  return state_->aborted();
+}
+int LoopbackWorld::abort_code() const {
+  return state_->abort_code();
+}
+std::string LoopbackWorld::abort_reason() const {
+  return state_->abort_reason();
+}
+
+void run_ranks(LoopbackWorld& world, const std::function<void(Communicator&)>& body) {
+  std::mutex mutex;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  threads.reserve(world.size());
+  for (int r = 0; r < world.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        std::unique_ptr<Communicator> comm = world.communicator(r);
+        body(*comm);
+      } catch (...) {
+        std::string what = "unknown exception";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first) first = std::current_exception();
+        }
+        world.fail("rank " + std::to_string(r) + " threw: " + what);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+void run_ranks(int size, const std::function<void(Communicator&)>& body, int ranks_per_host) {
+  LoopbackWorld world(size, ranks_per_host);
+  run_ranks(world, body);
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,403 @@
+#include "ops/mpi_communicator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "arcreduce/status.h"
+#include "ops/mpi_check.h"
+#include "ops/ring_allreduce.h"
+#include "ops/traffic_estimates.h"
+
+namespace arcreduce {
+namespace {
+
+// Internal tags on ring_comm_ (the ring itself uses tag 0 there).
+constexpr int kAllgathervTag = 1;
+constexpr int kGathervTag = 2;
+constexpr int kAlltoallvTag = 3;
+
+void require_buffer(const void* buf, size_t bytes, const char* what) {
+  if (buf == nullptr && bytes > 0) {
+    throw Error(std::string(what) + ": null buffer for " + std::to_string(bytes) + " bytes");
+  }
+}
+
+size_t sum(const std::vector<size_t>& values) {
+  size_t total = 0;
+  for (size_t v : values) total += v;
+  return total;
+}
+
+size_t pieces(size_t bytes, size_t limit) {
+  return std::max<size_t>(1, (bytes + limit - 1) / limit);
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, AllreduceAlgorithm algorithm)
+    : MpiCommunicator(comm, [algorithm] {
+        MpiCommunicatorOptions options;
+        options.algorithm = algorithm;
+        return options;
+      }()) {}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
+    : options_(options) {
+  options_.max_message_bytes =
+      std::clamp<size_t>(options_.max_message_bytes, 1, static_cast<size_t>(INT_MAX));
+  options_.ring_segment_bytes =
+      std::clamp<size_t>(options_.ring_segment_bytes, 1, options_.max_message_bytes);
+  try {
+    ARC_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+    ARC_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    ARC_MPI_CHECK(MPI_Comm_dup(comm_, &ring_comm_));
+    ARC_MPI_CHECK(MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN));
+    ARC_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    ARC_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    MPI_Comm local = MPI_COMM_NULL;
+    ARC_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+    const int rank_rc = MPI_Comm_rank(local, &local_rank_);
+    const int size_rc = MPI_Comm_size(local, &local_size_);
+    ARC_MPI_CHECK(MPI_Comm_free(&local));
+    ARC_MPI_CHECK(rank_rc);
+    ARC_MPI_CHECK(size_rc);
+    int* tag_ub = nullptr;
+    int found = 0;
+    ARC_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
+    if (found && tag_ub != nullptr) tag_upper_bound_ = *tag_ub;
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  release();
+}
+
+void MpiCommunicator::release() noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  for (MPI_Comm* c : {&ring_comm_, &comm_}) {
+    if (*c == MPI_COMM_NULL) continue;
+    if (finalized) {
+      spdlog::warn(
+          "arcreduce: MPI finalized before MpiCommunicator was destroyed; "
+          "duplicated communicator not freed");
+    } else if (const int rc = MPI_Comm_free(c); rc != MPI_SUCCESS) {
+      spdlog::error("arcreduce: MPI_Comm_free failed: {}", detail::mpi_error_string(rc));
+    }
+    *c = MPI_COMM_NULL;
+  }
+}
+
+void MpiCommunicator::check_rank(int peer, const char* what) const {
+  if (peer < 0 || peer >= size_) {
+    throw Error(std::string(what) + ": rank " + std::to_string(peer) + " out of range [0, " +
+                std::to_string(size_) + ")");
+  }
+}
+
+void MpiCommunicator::check_tag(int tag) const {
+  if (tag < 0 || tag > tag_upper_bound_) {
+    throw Error("tag " + std::to_string(tag) + " out of range [0, " +
+                std::to_string(tag_upper_bound_) + "]");
+  }
+}
+
+void MpiCommunicator::record(const TrafficCounters& delta) {
+  bytes_sent_ += delta.bytes_sent;
+  bytes_received_ += delta.bytes_received;
+}
+
+TrafficCounters MpiCommunicator::traffic() const {
+  TrafficCounters t;
+  t.bytes_sent = bytes_sent_.load();
+  t.bytes_received = bytes_received_.load();
+  return t;
+}
+
+AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
+  return resolve_allreduce_algorithm(options_.algorithm, bytes, size_, local_size_,
+                                     options_.ring_threshold_bytes);
+}
+
+void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) {
+  const size_t element = scalar_size(type);
+  require_buffer(buf, count * element, "allreduce");
+  if (size_ == 1 || count == 0) return;
+  if (algorithm_for(count * element) == AllreduceAlgorithm::kRing) {
+    record(ring_allreduce(ring_comm_, buf, count, type, op, options_.ring_segment_bytes,
+                          &ring_scratch_));
+    return;
+  }
+  const MpiReduction reduction = reduce_ops_.lookup(type, op);
+  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  char* data = static_cast<char*>(buf);
+  for (size_t done = 0; done < count; done += step) {
+    const int n = static_cast<int>(std::min(step, count - done));
+    ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done * element, n, reduction.datatype,
+                                reduction.op, comm_));
+  }
+  record(allreduce_traffic(count, element, size_, rank_));
+}
+
+void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {
+  require_buffer(send, bytes, "allgather");
+  require_buffer(recv, bytes * size_, "allgather");
+  if (bytes > options_.max_message_bytes) {
+    return allgatherv(send, recv, std::vector<size_t>(size_, bytes));
+  }
+  if (bytes > 0) {
+    ARC_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                                static_cast<int>(bytes), MPI_BYTE, comm_));
+  }
+  record(allgatherv_traffic(std::vector<size_t>(size_, bytes), rank_));
+}
+
+void MpiCommunicator::allgatherv(const void* send, void* recv,
+                                 const std::vector<size_t>& recv_bytes) {
+  if (recv_bytes.size() != static_cast<size_t>(size_)) {
+    throw Error("allgatherv: recv_bytes has " + std::to_string(recv_bytes.size()) +
+                " entries, communicator size is " + std::to_string(size_));
+  }
+  const size_t total = sum(recv_bytes);
+  require_buffer(send, recv_bytes[rank_], "allgatherv");
+  require_buffer(recv, total, "allgatherv");
+  if (total == 0) return;
+  // Displacements are ints too, so MPI_Allgatherv needs the whole result to fit.
+  if (total > options_.max_message_bytes) return ring_allgatherv(send, recv, recv_bytes);
+  std::vector<int> counts(size_), displs(size_);
+  size_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    counts[r] = static_cast<int>(recv_bytes[r]);
+    displs[r] = static_cast<int>(offset);
+    offset += recv_bytes[r];
+  }
+  ARC_MPI_CHECK(MPI_Allgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(), displs.data(),
+                               MPI_BYTE, comm_));
+  record(allgatherv_traffic(recv_bytes, rank_));
+}
+
+// Ring all-gather for results beyond max_message_bytes: step s forwards block (rank - s) to the
+// right neighbour and receives block (rank - s - 1) from the left one.
+void MpiCommunicator::ring_allgatherv(const void* send, void* recv,
+                                      const std::vector<size_t>& recv_bytes) {
+  std::vector<size_t> offsets(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + recv_bytes[r];
+  char* out = static_cast<char*>(recv);
+  if (recv_bytes[rank_] > 0) std::memmove(out + offsets[rank_], send, recv_bytes[rank_]);
+  const int right = (rank_ + 1) % size_, left = (rank_ - 1 + size_) % size_;
+  for (int s = 0; s < size_ - 1; ++s) {
+    const int send_block = (rank_ - s + size_) % size_;
+    const int recv_block = (rank_ - s - 1 + 2 * size_) % size_;
+    Pending pending;
+    post_recv(out + offsets[recv_block], recv_bytes[recv_block], left, kAllgathervTag, ring_comm_,
+              &pending);
+    post_send(out + offsets[send_block], recv_bytes[send_block], right, kAllgathervTag, ring_comm_,
+              &pending);
+    wait_all(&pending);
+  }
+}
+
+void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>* blocks, int root) {
+  check_rank(root, "gatherv");
+  if (rank_ == root && blocks == nullptr) throw Error("gatherv: root needs a blocks vector");
+  // Every rank learns every size, so all agree on whether MPI_Gatherv's int counts suffice.
+  std::vector<uint64_t> sizes(size_);
+  const uint64_t own = send.size();
+  ARC_MPI_CHECK(MPI_Allgather(&own, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_));
+  std::vector<size_t> block_bytes(sizes.begin(), sizes.end());
+  const size_t total = sum(block_bytes);
+  if (rank_ == root) {
+    blocks->assign(size_, std::string());
+    for (int r = 0; r < size_; ++r) (*blocks)[r].resize(block_bytes[r]);
+  }
+  if (total <= options_.max_message_bytes) {
+    std::vector<char> gathered(rank_ == root ? total : 0);
+    std::vector<int> counts(size_), displs(size_);
+    for (int r = 0, offset = 0; r < size_; ++r) {
+      counts[r] = static_cast<int>(block_bytes[r]);
+      displs[r] = offset;
+      offset += counts[r];
+    }
+    ARC_MPI_CHECK(MPI_Gatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(), counts.data(),
+                              displs.data(), MPI_BYTE, root, comm_));
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r) {
+        if (counts[r] > 0) std::memcpy(&(*blocks)[r][0], gathered.data() + displs[r], counts[r]);
+      }
+    }
+  } else {
+    Pending pending;
+    if (rank_ == root) {
+      (*blocks)[root] = send;
+      for (int r = 0; r < size_; ++r) {
+        if (r != root) {
+          post_recv(&(*blocks)[r][0], block_bytes[r], r, kGathervTag, ring_comm_, &pending);
+        }
+      }
+    } else {
+      post_send(send.data(), send.size(), root, kGathervTag, ring_comm_, &pending);
+    }
+    wait_all(&pending);
+  }
+  record(gatherv_traffic(block_bytes, rank_, root));
+}
+
+void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
+  check_rank(root, "broadcast");
+  require_buffer(buf, bytes, "broadcast");
+  char* data = static_cast<char*>(buf);
+  for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
+    const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
+    ARC_MPI_CHECK(MPI_Bcast(data + done, n, MPI_BYTE, root, comm_));
+  }
+  record(broadcast_traffic(bytes, size_, rank_, root));
+}
+
+void MpiCommunicator::broadcast(std::string* data, int root) {
+  check_rank(root, "broadcast");
+  if (data == nullptr) throw Error("broadcast: null string");
+  uint64_t length = data->size();
+  broadcast(&length, sizeof(length), root);
+  if (rank_ != root) data->resize(length);
+  broadcast(length > 0 ? &(*data)[0] : nullptr, length, root);
+}
+
+void MpiCommunicator::alltoallv(const void* send, const std::vector<size_t>& send_bytes, void* recv,
+                                const std::vector<size_t>& recv_bytes) {
+  if (send_bytes.size() != static_cast<size_t>(size_) ||
+      recv_bytes.size() != static_cast<size_t>(size_)) {
+    throw Error("alltoallv: send_bytes/recv_bytes need " + std::to_string(size_) +
+                " entries, got " + std::to_string(send_bytes.size()) + "/" +
+                std::to_string(recv_bytes.size()));
+  }
+  require_buffer(send, sum(send_bytes), "alltoallv");
+  require_buffer(recv, sum(recv_bytes), "alltoallv");
+  // Posted as non-blocking point-to-point rather than MPI_Alltoallv: only this rank knows its own
+  // sizes, so this is the one way to split oversized blocks without an extra agreement round.
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  std::vector<size_t> send_offsets(size_, 0), recv_offsets(size_, 0);
+  for (int r = 1; r < size_; ++r) {
+    send_offsets[r] = send_offsets[r - 1] + send_bytes[r - 1];
+    recv_offsets[r] = recv_offsets[r - 1] + recv_bytes[r - 1];
+  }
+  if (send_bytes[rank_] != recv_bytes[rank_]) {
+    throw Error("alltoallv: rank " + std::to_string(rank_) + " sends " +
+                std::to_string(send_bytes[rank_]) + " bytes to itself but expects " +
+                std::to_string(recv_bytes[rank_]));
+  }
+  Pending pending;
+  for (int s = 1; s < size_; ++s) {
+    const int src = (rank_ - s + size_) % size_;
+    post_recv(out + recv_offsets[src], recv_bytes[src], src, kAlltoallvTag, ring_comm_, &pending);
+  }
+  for (int s = 1; s < size_; ++s) {
+    const int dst = (rank_ + s) % size_;
+    post_send(in + send_offsets[dst], send_bytes[dst], dst, kAlltoallvTag, ring_comm_, &pending);
+  }
+  if (send_bytes[rank_] > 0) {
+    std::memmove(out + recv_offsets[rank_], in + send_offsets[rank_], send_bytes[rank_]);
+  }
+  wait_all(&pending);
+  record(alltoallv_traffic(send_bytes, recv_bytes, rank_));
+}
+
+void MpiCommunicator::post_send(const void* buf, size_t bytes, int dst, int tag, MPI_Comm comm,
+                                Pending* pending) {
+  const char* data = static_cast<const char*>(buf);
+  const size_t limit = options_.max_message_bytes;
+  for (size_t i = 0, n = pieces(bytes, limit); i < n; ++i) {
+    const size_t length = std::min(limit, bytes - i * limit);
+    pending->requests.push_back(MPI_REQUEST_NULL);
+    pending->expected_bytes.push_back(-1);
+    ARC_MPI_CHECK(MPI_Isend(data + i * limit, static_cast<int>(length), MPI_BYTE, dst, tag, comm,
+                            &pending->requests.back()));
+  }
+}
+
+void MpiCommunicator::post_recv(void* buf, size_t bytes, int src, int tag, MPI_Comm comm,
+                                Pending* pending) {
+  char* data = static_cast<char*>(buf);
+  const size_t limit = options_.max_message_bytes;
+  for (size_t i = 0, n = pieces(bytes, limit); i < n; ++i) {
+    const size_t length = std::min(limit, bytes - i * limit);
+    pending->requests.push_back(MPI_REQUEST_NULL);
+    pending->expected_bytes.push_back(static_cast<long long>(length));
+    ARC_MPI_CHECK(MPI_Irecv(data + i * limit, static_cast<int>(length), MPI_BYTE, src, tag, comm,
+                            &pending->requests.back()));
+  }
+}
+
+void MpiCommunicator::wait_all(Pending* pending) {
+  if (pending->requests.empty()) return;
+  std::vector<MPI_Status> statuses(pending->requests.size());
+  ARC_MPI_CHECK(MPI_Waitall(static_cast<int>(pending->requests.size()), pending->requests.data(),
+                            statuses.data()));
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (pending->expected_bytes[i] < 0) continue;
+    int received = 0;
+    ARC_MPI_CHECK(MPI_Get_count(&statuses[i], MPI_BYTE, &received));
+    if (received != pending->expected_bytes[i]) {
+      throw Error("received " + std::to_string(received) + " bytes from rank " +
+                      std::to_string(statuses[i].MPI_SOURCE) + " (tag " +
+                      std::to_string(statuses[i].MPI_TAG) + "), expected " +
+                      std::to_string(pending->expected_bytes[i]) +
+                      ": sender and receiver disagree on the message size",
+                  StatusCode::kInternal);
+    }
+  }
+}
+
+void MpiCommunicator::send(const void* buf, size_t bytes, int dst, int tag) {
+  check_rank(dst, "send");
+  check_tag(tag);
+  require_buffer(buf, bytes, "send");
+  Pending pending;
+  post_send(buf, bytes, dst, tag, comm_, &pending);
+  wait_all(&pending);
+  record({bytes, 0});
+}
+
+void MpiCommunicator::recv(void* buf, size_t bytes, int src, int tag) {
+  check_rank(src, "recv");
+  check_tag(tag);
+  require_buffer(buf, bytes, "recv");
+  Pending pending;
+  post_recv(buf, bytes, src, tag, comm_, &pending);
+  wait_all(&pending);
+  record({0, bytes});
+}
+
+void MpiCommunicator::sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf,
+                               size_t recv_bytes, int src, int tag) {
+  check_rank(dst, "sendrecv");
+  check_rank(src, "sendrecv");
+  check_tag(tag);
+  require_buffer(send_buf, send_bytes, "sendrecv");
+  require_buffer(recv_buf, recv_bytes, "sendrecv");
+  Pending pending;
+  post_recv(recv_buf, recv_bytes, src, tag, comm_, &pending);
+  post_send(send_buf, send_bytes, dst, tag, comm_, &pending);
+  wait_all(&pending);
+  record({send_bytes, recv_bytes});
+}
+
+void MpiCommunicator::barrier() {
+  ARC_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+void MpiCommunicator::abort(int code, const std::string& reason) {
+  spdlog::error("arcreduce: rank {} aborts the job with code {}: {}", rank_, code, reason);
+  MPI_Abort(comm_, code);
+  // MPI_Abort should not return; if the library does return, end this process at least.
+  std::abort();
+}
+
+}  // namespace arcreduce

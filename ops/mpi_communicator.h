@@ -1,0 +1,103 @@
+// Communicator over MPI. Construction duplicates the given communicator twice (collectives and
+// user point-to-point on one, the ring and internal point-to-point on the other, so our traffic
+// never matches a user's message) and sets MPI_ERRORS_RETURN on both, so failures surface as
+// arcreduce::Error(kInternal) via ARC_MPI_CHECK instead of aborting. Construction is collective
+// over `comm`. The caller keeps MPI initialised (MPI_THREAD_MULTIPLE if other threads use MPI
+// concurrently) for the object's lifetime.
+//
+// Messages and counts above max_message_bytes (INT_MAX by default) are split, so every call takes
+// any size_t size. Traffic counting: see ops/traffic_estimates.h (exact for point-to-point, the
+// ring and split fallbacks; ring/chain/direct estimates for calls delegated to MPI collectives).
+#pragma once
+
+#include "ops/mpi_include.h"
+
+#include <atomic>
+#include <climits>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ops/allreduce_algorithm.h"
+#include "ops/communicator.h"
+#include "ops/mpi_reduce_ops.h"
+
+namespace arcreduce {
+
+struct MpiCommunicatorOptions {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // kAuto uses the ring for messages of at least this many bytes when the job spans hosts.
+  size_t ring_threshold_bytes = size_t{1} << 20;
+  // Ring pipelining granularity (docs/communicators.md has the measurements behind it).
+  size_t ring_segment_bytes = size_t{4} << 20;
+  // Largest single MPI message or count; larger transfers are split. Tests lower it to exercise
+  // the split paths; values above INT_MAX are clamped.
+  size_t max_message_bytes = INT_MAX;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options = {});
+  MpiCommunicator(MPI_Comm comm, AllreduceAlgorithm algorithm);
+  // Frees the duplicates; never throws (logs through spdlog instead).
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  void allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) override;
+  void allgather(const void* send, size_t bytes, void* recv) override;
+  void allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes) override;
+  void gatherv(const std::string& send, std::vector<std::string>* blocks, int root) override;
+  void broadcast(void* buf, size_t bytes, int root) override;
+  void broadcast(std::string* data, int root) override;
+  void alltoallv(const void* send, const std::vector<size_t>& send_bytes, void* recv,
+                 const std::vector<size_t>& recv_bytes) override;
+  void send(const void* buf, size_t bytes, int dst, int tag) override;
+  void recv(void* buf, size_t bytes, int src, int tag) override;
+  void sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf, size_t recv_bytes,
+                int src, int tag) override;
+  void barrier() override;
+  // Logs `reason` at error level, then MPI_Abort on the whole job; does not return.
+  void abort(int code, const std::string& reason) override;
+
+  TrafficCounters traffic() const override;
+
+  // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto).
+  AllreduceAlgorithm algorithm_for(size_t bytes) const;
+  const MpiCommunicatorOptions& options() const { return options_; }
+  // The duplicate used for collectives and user point-to-point (owned; do not free).
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  void check_rank(int peer, const char* what) const;
+  void check_tag(int tag) const;
+  void record(const TrafficCounters& delta);
+  // Non-blocking requests of one call; receives remember their expected size so that a shorter
+  // message is reported instead of silently leaving stale bytes.
+  struct Pending {
+    std::vector<MPI_Request> requests;
+    std::vector<long long> expected_bytes;  // -1 for sends
+  };
+  // Post the pieces (each <= max_message_bytes) of one message; both sides split identically.
+  void post_send(const void* buf, size_t bytes, int dst, int tag, MPI_Comm comm, Pending* pending);
+  void post_recv(void* buf, size_t bytes, int src, int tag, MPI_Comm comm, Pending* pending);
+  void wait_all(Pending* pending);
+  void ring_allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes);
+  void release() noexcept;
+
+  MpiCommunicatorOptions options_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int tag_upper_bound_ = 32767;
+  MpiReduceOps reduce_ops_;
+  std::vector<char> ring_scratch_;
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+};
+
+}  // namespace arcreduce

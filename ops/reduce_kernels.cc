@@ -1,0 +1,174 @@
+#include "ops/reduce_kernels.h"
+
+#include <cstdint>
+#include <string>
+
+#include "arcreduce/status.h"
+#include "ops/half.h"
+
+namespace arcreduce {
+namespace {
+
+// Loops take restrict-qualified pointers (the contract forbids overlap) so they vectorise.
+
+template <typename T>
+void sum_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+template <typename T>
+void min_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  // `src != src` is true only for NaN, so a NaN on either side survives.
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = (src[i] < dst[i] || src[i] != src[i]) ? src[i] : dst[i];
+}
+
+template <typename T>
+void max_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = (src[i] > dst[i] || src[i] != src[i]) ? src[i] : dst[i];
+}
+
+template <typename T>
+void and_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] &= src[i];
+}
+
+template <typename T>
+void or_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] |= src[i];
+}
+
+// Arithmetic on type T, bit ops on the same-sized unsigned type U. Signed sums go through U so
+// that overflow wraps instead of being undefined.
+template <typename T, typename U>
+void reduce_typed(void* dst, const void* src, size_t count, CollectiveOp op, bool wrap_sum) {
+  switch (op) {
+    case CollectiveOp::kSum:
+      if (wrap_sum) {
+        sum_loop(static_cast<U*>(dst), static_cast<const U*>(src), count);
+      } else {
+        sum_loop(static_cast<T*>(dst), static_cast<const T*>(src), count);
+      }
+      return;
+    case CollectiveOp::kMin:
+      return min_loop(static_cast<T*>(dst), static_cast<const T*>(src), count);
+    case CollectiveOp::kMax:
+      return max_loop(static_cast<T*>(dst), static_cast<const T*>(src), count);
+    case CollectiveOp::kBitAnd:
+      return and_loop(static_cast<U*>(dst), static_cast<const U*>(src), count);
+    case CollectiveOp::kBitOr:
+      return or_loop(static_cast<U*>(dst), static_cast<const U*>(src), count);
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduce_half(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t count,
+                 CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kSum:
+      for (size_t i = 0; i < count; ++i) dst[i] = FromFloat(ToFloat(dst[i]) + ToFloat(src[i]));
+      return;
+    case CollectiveOp::kMin:
+      for (size_t i = 0; i < count; ++i) {
+        const float a = ToFloat(dst[i]), b = ToFloat(src[i]);
+        if (b < a || b != b) dst[i] = src[i];
+      }
+      return;
+    case CollectiveOp::kMax:
+      for (size_t i = 0; i < count; ++i) {
+        const float a = ToFloat(dst[i]), b = ToFloat(src[i]);
+        if (b > a || b != b) dst[i] = src[i];
+      }
+      return;
+    case CollectiveOp::kBitAnd:
+      return and_loop(dst, src, count);
+    case CollectiveOp::kBitOr:
+      return or_loop(dst, src, count);
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scale_half(uint16_t* buf, size_t count, float factor) {
+  for (size_t i = 0; i < count; ++i) buf[i] = FromFloat(ToFloat(buf[i]) * factor);
+}
+
+void require_half(ScalarType type, const char* what) {
+  if (type != ScalarType::kFloat16 && type != ScalarType::kBFloat16) {
+    throw Error(std::string(what) + ": expected float16 or bfloat16, got " +
+                scalar_type_name(type));
+  }
+}
+
+}  // namespace
+
+void reduce_into(void* dst, const void* src, size_t count, ScalarType type, CollectiveOp op) {
+  if (count == 0) return;
+  switch (type) {
+    case ScalarType::kFloat32:
+      return reduce_typed<float, uint32_t>(dst, src, count, op, false);
+    case ScalarType::kFloat64:
+      return reduce_typed<double, uint64_t>(dst, src, count, op, false);
+    case ScalarType::kInt32:
+      return reduce_typed<int32_t, uint32_t>(dst, src, count, op, true);
+    case ScalarType::kInt64:
+      return reduce_typed<int64_t, uint64_t>(dst, src, count, op, true);
+    case ScalarType::kUInt8:
+      return reduce_typed<uint8_t, uint8_t>(dst, src, count, op, false);
+    case ScalarType::kUInt64:
+      return reduce_typed<uint64_t, uint64_t>(dst, src, count, op, false);
+    case ScalarType::kFloat16:
+      return reduce_half<fp16_to_float, float_to_fp16>(
+          static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case ScalarType::kBFloat16:
+      return reduce_half<bf16_to_float, float_to_bf16>(
+          static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+  }
+  throw Error("reduce_into: unknown scalar type", StatusCode::kInternal);
+}
+
+void scale(void* buf, size_t count, ScalarType type, double factor) {
+  switch (type) {
+    case ScalarType::kFloat32: {
+      float* p = static_cast<float*>(buf);
+      const float f = static_cast<float>(factor);
+      for (size_t i = 0; i < count; ++i) p[i] *= f;
+      return;
+    }
+    case ScalarType::kFloat64: {
+      double* p = static_cast<double*>(buf);
+      for (size_t i = 0; i < count; ++i) p[i] *= factor;
+      return;
+    }
+    case ScalarType::kFloat16:
+      return scale_half<fp16_to_float, float_to_fp16>(static_cast<uint16_t*>(buf), count,
+                                                      static_cast<float>(factor));
+    case ScalarType::kBFloat16:
+      return scale_half<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(buf), count,
+                                                      static_cast<float>(factor));
+    default:
+      throw Error(std::string("scale: floating type required, got ") + scalar_type_name(type));
+  }
+}
+
+void float_to_half(const float* src, void* dst, size_t count, ScalarType type) {
+  require_half(type, "float_to_half");
+  uint16_t* out = static_cast<uint16_t*>(dst);
+  if (type == ScalarType::kFloat16) {
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_fp16(src[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_bf16(src[i]);
+  }
+}
+
+void half_to_float(const void* src, float* dst, size_t count, ScalarType type) {
+  require_half(type, "half_to_float");
+  const uint16_t* in = static_cast<const uint16_t*>(src);
+  if (type == ScalarType::kFloat16) {
+    for (size_t i = 0; i < count; ++i) dst[i] = fp16_to_float(in[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(in[i]);
+  }
+}
+
+}  // namespace arcreduce

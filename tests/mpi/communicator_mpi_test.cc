@@ -1,0 +1,313 @@
+// MpiCommunicator under mpirun: every call against references computed here, results checked
+// bit-identical on all ranks. Usage: communicator_mpi_test --algorithm=ring|mpi|auto
+// [--small-messages] (segments and message limits of ~1 KB, to exercise the split paths).
+// Every rank runs the same tests in the same order; the exit code is the worst over all ranks and
+// only rank 0 prints the full report (other ranks print their failures, prefixed with the rank).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include "../ops/test_values.h"
+#include "arcreduce/status.h"
+#include "ops/mpi_check.h"
+#include "ops/mpi_communicator.h"
+
+namespace arcreduce {
+namespace {
+
+MpiCommunicatorOptions g_options;
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  return h;
+}
+
+// True when every rank of MPI_COMM_WORLD holds the same bytes.
+bool identical_on_all_ranks(const void* data, size_t bytes) {
+  uint64_t mine = fnv1a(data, bytes), low = 0, high = 0;
+  MPI_Allreduce(&mine, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return low == high;
+}
+
+std::vector<char> pattern(size_t bytes, int seed) {
+  std::vector<char> out(bytes);
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<char>((i * 131 + seed * 17 + 3) & 0xff);
+  return out;
+}
+
+size_t block_size(int rank, size_t scale) {
+  return rank % 3 == 1 ? 0 : (rank + 1) * scale + rank;
+}
+
+class MpiCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { comm_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, g_options); }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  std::unique_ptr<MpiCommunicator> comm_;
+};
+
+TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  EXPECT_EQ(rank(), world_rank);
+  EXPECT_EQ(size(), world_size);
+  EXPECT_EQ(comm_->local_size(), world_size);  // one host under ctest
+  EXPECT_EQ(comm_->local_rank(), world_rank);
+  if (g_options.algorithm == AllreduceAlgorithm::kAuto) {
+    EXPECT_EQ(comm_->algorithm_for(size_t{1} << 30), AllreduceAlgorithm::kMpi);
+  } else {
+    EXPECT_EQ(comm_->algorithm_for(1), g_options.algorithm);
+  }
+}
+
+TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {
+  for (ScalarType type : testing::all_types()) {
+    for (CollectiveOp op : testing::all_ops()) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100000}}) {
+        // Exact inputs: float sums are exact, so any reduction order gives the reference.
+        std::vector<char> buf = testing::make_values(type, count, rank(), true);
+        comm_->allreduce(buf.data(), count, type, op);
+        const std::vector<char> expected = testing::naive_allreduce(type, op, count, size(), true);
+        EXPECT_EQ(buf, expected) << scalar_type_name(type) << " " << collective_op_name(op)
+                                 << " count " << count;
+        EXPECT_TRUE(identical_on_all_ranks(buf.data(), buf.size()));
+      }
+    }
+  }
+}
+
+TEST_F(MpiCommunicatorTest, AllreduceInexactFloatsIsBitIdenticalAndClose) {
+  for (ScalarType type : {ScalarType::kFloat32, ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    const size_t count = 30011;
+    std::vector<char> buf = testing::make_values(type, count, rank(), false, 9);
+    comm_->allreduce(buf.data(), count, type, CollectiveOp::kSum);
+    EXPECT_TRUE(identical_on_all_ranks(buf.data(), buf.size())) << scalar_type_name(type);
+    // Rounding bound as in the loopback test: (P-1) * u * sum |x|, inputs in [-8, 8).
+    const double u = type == ScalarType::kFloat32   ? std::ldexp(1.0, -24)
+                     : type == ScalarType::kFloat16 ? std::ldexp(1.0, -11)
+                                                    : std::ldexp(1.0, -8);
+    std::vector<std::vector<char>> inputs;
+    for (int r = 0; r < size(); ++r)
+      inputs.push_back(testing::make_values(type, count, r, false, 9));
+    const size_t n = scalar_size(type);
+    auto value = [&](const std::vector<char>& v, size_t i) -> double {
+      if (type == ScalarType::kFloat32) return testing::load<float>(&v[i * n]);
+      const uint16_t h = testing::load<uint16_t>(&v[i * n]);
+      return type == ScalarType::kFloat16 ? fp16_to_float(h) : bf16_to_float(h);
+    };
+    for (size_t i = 0; i < count; ++i) {
+      double exact = 0, magnitude = 0;
+      for (const auto& in : inputs) {
+        exact += value(in, i);
+        magnitude += std::fabs(value(in, i));
+      }
+      ASSERT_LE(std::fabs(value(buf, i) - exact), (size() - 1) * u * magnitude + 1e-300)
+          << scalar_type_name(type) << " element " << i;
+    }
+  }
+}
+
+TEST_F(MpiCommunicatorTest, AllgatherAndAllgatherv) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{100000}}) {
+    const std::vector<char> mine = pattern(bytes, rank());
+    std::vector<char> out(bytes * size(), 'x');
+    comm_->allgather(mine.data(), bytes, out.data());
+    for (int r = 0; r < size(); ++r) {
+      EXPECT_TRUE(std::equal(out.begin() + r * bytes, out.begin() + (r + 1) * bytes,
+                             pattern(bytes, r).begin()));
+    }
+    std::vector<size_t> sizes(size());
+    for (int r = 0; r < size(); ++r) sizes[r] = block_size(r, bytes);
+    const std::vector<char> block = pattern(sizes[rank()], rank());
+    std::vector<char> all(std::accumulate(sizes.begin(), sizes.end(), size_t{0}));
+    comm_->allgatherv(block.data(), all.data(), sizes);
+    std::vector<char> expected;
+    for (int r = 0; r < size(); ++r) {
+      const std::vector<char> b = pattern(sizes[r], r);
+      expected.insert(expected.end(), b.begin(), b.end());
+    }
+    EXPECT_EQ(all, expected) << bytes;
+  }
+}
+
+TEST_F(MpiCommunicatorTest, GathervAndBroadcastFromEveryRoot) {
+  for (int root = 0; root < size(); ++root) {
+    const std::vector<char> bytes = pattern(block_size(rank(), 3000), rank());
+    std::vector<std::string> blocks;
+    comm_->gatherv(std::string(bytes.begin(), bytes.end()), rank() == root ? &blocks : nullptr,
+                   root);
+    if (rank() == root) {
+      ASSERT_EQ(blocks.size(), static_cast<size_t>(size()));
+      for (int r = 0; r < size(); ++r) {
+        const std::vector<char> b = pattern(block_size(r, 3000), r);
+        EXPECT_EQ(blocks[r], std::string(b.begin(), b.end()));
+      }
+    }
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{100000}}) {
+      std::vector<char> buf = rank() == root ? pattern(n, root) : std::vector<char>(n);
+      comm_->broadcast(buf.data(), n, root);
+      EXPECT_EQ(buf, pattern(n, root));
+      std::string text = rank() == root ? std::string(n, static_cast<char>('a' + root)) : "stale";
+      comm_->broadcast(&text, root);
+      EXPECT_EQ(text, std::string(n, static_cast<char>('a' + root)));
+    }
+  }
+}
+
+TEST_F(MpiCommunicatorTest, Alltoallv) {
+  const auto amount = [](int s, int d) { return static_cast<size_t>((s + 2 * d) % 5 * 1111); };
+  std::vector<size_t> send_bytes(size()), recv_bytes(size());
+  std::vector<char> send;
+  for (int d = 0; d < size(); ++d) {
+    send_bytes[d] = amount(rank(), d);
+    recv_bytes[d] = amount(d, rank());
+    send.insert(send.end(), send_bytes[d], static_cast<char>(rank() * 16 + d));
+  }
+  std::vector<char> recv(std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0}));
+  comm_->alltoallv(send.data(), send_bytes, recv.data(), recv_bytes);
+  size_t offset = 0;
+  for (int s = 0; s < size(); ++s) {
+    for (size_t i = 0; i < recv_bytes[s]; ++i) {
+      ASSERT_EQ(recv[offset + i], static_cast<char>(s * 16 + rank())) << "from " << s;
+    }
+    offset += recv_bytes[s];
+  }
+}
+
+TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
+  const int right = (rank() + 1) % size(), left = (rank() - 1 + size()) % size();
+  const TrafficCounters before = comm_->traffic();
+  for (size_t n : {size_t{0}, size_t{7}, size_t{100000}}) {
+    const std::vector<char> out = pattern(n, rank());
+    std::vector<char> in(n);
+    comm_->sendrecv(out.data(), n, right, in.data(), n, left, 3);
+    EXPECT_EQ(in, pattern(n, left));
+    if (size() > 1) {
+      // Ordered exchange: even ranks send first (odd world sizes pair the last rank with 0).
+      if (rank() % 2 == 0) {
+        comm_->send(out.data(), n, right, 4);
+        comm_->recv(in.data(), n, left, 4);
+      } else {
+        comm_->recv(in.data(), n, left, 4);
+        comm_->send(out.data(), n, right, 4);
+      }
+      EXPECT_EQ(in, pattern(n, left));
+    }
+  }
+  comm_->barrier();
+  std::vector<float> buf(5003, 1.0f);
+  comm_->allreduce(buf.data(), buf.size(), ScalarType::kFloat32, CollectiveOp::kSum);
+  EXPECT_EQ(buf[5002], static_cast<float>(size()));
+  const TrafficCounters after = comm_->traffic();
+  uint64_t delta[2] = {after.bytes_sent - before.bytes_sent,
+                       after.bytes_received - before.bytes_received};
+  uint64_t total[2] = {0, 0};
+  MPI_Allreduce(delta, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(total[0], total[1]);
+  const uint64_t p2p = (size() > 1 ? 2 : 1) * uint64_t{100007} * size();
+  const uint64_t ring = size() > 1 ? 2ull * (size() - 1) * 5003 * 4 : 0;
+  EXPECT_EQ(total[0], p2p + ring);
+}
+
+TEST_F(MpiCommunicatorTest, ErrorsAreThrownNotFatal) {
+  char buf[8] = {};
+  EXPECT_THROW(comm_->send(buf, 1, size(), 0), Error);
+  EXPECT_THROW(comm_->recv(buf, 1, 0, -2), Error);
+  EXPECT_THROW(comm_->broadcast(buf, 1, size()), Error);
+  EXPECT_THROW(comm_->allgatherv(buf, buf, std::vector<size_t>(size() + 1)), Error);
+  // ARC_MPI_CHECK turns a failing call into Error(kInternal) with call text, place and MPI text.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  try {
+    int r = 0;
+    ARC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_NULL, &r));
+    ADD_FAILURE() << "MPI error not thrown";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.code(), StatusCode::kInternal);
+    EXPECT_NE(message.find("MPI_Comm_rank(MPI_COMM_NULL, &r) failed at "), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("communicator_mpi_test.cc:"), std::string::npos) << message;
+    EXPECT_NE(message.find("MPI_ERR_COMM"), std::string::npos) << message;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  if (size() < 2 || rank() > 1) return;
+  // A message shorter than the receive is legal MPI; we report it instead of leaving stale bytes.
+  if (rank() == 0) {
+    comm_->send(buf, 4, 1, 12);
+  } else {
+    try {
+      comm_->recv(buf, 8, 0, 12);
+      ADD_FAILURE() << "short message not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expected 8"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Prints only failed assertions, prefixed with the rank (used on ranks other than 0).
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace arcreduce
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int bad_usage = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--algorithm=", 0) == 0) {
+      try {
+        arcreduce::g_options.algorithm = arcreduce::parse_allreduce_algorithm(arg.substr(12));
+      } catch (const arcreduce::Error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        bad_usage = 1;
+      }
+    } else if (arg == "--small-messages") {
+      arcreduce::g_options.ring_segment_bytes = 1000;
+      arcreduce::g_options.max_message_bytes = 1000;
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
+      bad_usage = 1;
+    }
+  }
+  int rc = bad_usage;
+  if (!bad_usage) {
+    if (rank != 0) {
+      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+      delete listeners.Release(listeners.default_result_printer());
+      listeners.Append(new arcreduce::FailurePrinter(rank));
+    }
+    rc = RUN_ALL_TESTS();
+  }
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && worst != rc) std::fprintf(stderr, "FAILED on another rank (see [rank N])\n");
+  MPI_Finalize();
+  return worst;
+}

@@ -1,0 +1,18 @@
+# Multi-process tests of ops/ (MpiCommunicator). Each run takes a few seconds.
+add_executable(communicator_mpi_test ${CMAKE_CURRENT_LIST_DIR}/communicator_mpi_test.cc)
+target_link_libraries(communicator_mpi_test PRIVATE arcreduce_ops GTest::gtest)
+foreach(np 1 2 3 4)
+  foreach(algorithm ring mpi)
+    arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_np${np} NP ${np}
+      COMMAND communicator_mpi_test --algorithm=${algorithm} TIMEOUT 120)
+  endforeach()
+endforeach()
+# Split paths (messages above max_message_bytes) and many ring segments, at odd and even sizes.
+foreach(np 3 4)
+  arcreduce_add_mpi_test(NAME ops_communicator_ring_small_np${np} NP ${np}
+    COMMAND communicator_mpi_test --algorithm=ring --small-messages TIMEOUT 120)
+endforeach()
+arcreduce_add_mpi_test(NAME ops_communicator_mpi_small_np3 NP 3
+  COMMAND communicator_mpi_test --algorithm=mpi --small-messages TIMEOUT 120)
+arcreduce_add_mpi_test(NAME ops_communicator_auto_np2 NP 2
+  COMMAND communicator_mpi_test --algorithm=auto TIMEOUT 120)

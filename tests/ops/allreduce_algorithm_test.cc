@@ -1,0 +1,98 @@
+#include "ops/allreduce_algorithm.h"
+
+#include <gtest/gtest.h>
+
+#include "arcreduce/status.h"
+#include "ops/traffic_estimates.h"
+
+namespace arcreduce {
+namespace {
+
+TEST(AllreduceAlgorithmTest, ParsesAcceptedValues) {
+  EXPECT_EQ(parse_allreduce_algorithm("auto"), AllreduceAlgorithm::kAuto);
+  EXPECT_EQ(parse_allreduce_algorithm("ring"), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(parse_allreduce_algorithm(" MPI "), AllreduceAlgorithm::kMpi);
+  for (AllreduceAlgorithm a :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi}) {
+    EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(a)), a);
+  }
+}
+
+TEST(AllreduceAlgorithmTest, RejectsOtherValuesNamingVariableValueAndChoices) {
+  for (const char* bad : {"", "rings", "tree", "0"}) {
+    try {
+      parse_allreduce_algorithm(bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+      const std::string message = e.what();
+      EXPECT_NE(message.find("ARCREDUCE_ALLREDUCE_ALGORITHM"), std::string::npos) << message;
+      EXPECT_NE(message.find(std::string("'") + bad + "'"), std::string::npos) << message;
+      EXPECT_NE(message.find("auto, ring, mpi"), std::string::npos) << message;
+    }
+  }
+  EXPECT_THROW(parse_allreduce_algorithm("x", "--allreduce"), Error);
+}
+
+TEST(AllreduceAlgorithmTest, AutoPicksRingOnlyAcrossHostsForLargeMessages) {
+  const size_t mib = size_t{1} << 20;
+  const auto resolve = [&](size_t bytes, int size, int local_size) {
+    return resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, size, local_size, mib);
+  };
+  EXPECT_EQ(resolve(mib, 8, 4), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(resolve(mib - 1, 8, 4), AllreduceAlgorithm::kMpi);
+  EXPECT_EQ(resolve(100 * mib, 8, 8), AllreduceAlgorithm::kMpi);  // one host
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kRing, 1, 1, 1, mib),
+            AllreduceAlgorithm::kRing);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kMpi, mib, 8, 1, mib),
+            AllreduceAlgorithm::kMpi);
+}
+
+TEST(TrafficEstimatesTest, RingChunksPartitionTheBuffer) {
+  for (int size = 1; size <= 9; ++size) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100}, size_t{1001}}) {
+      size_t next = 0;
+      for (int i = 0; i < size; ++i) {
+        const RingChunk c = ring_chunk(count, size, i);
+        EXPECT_EQ(c.offset, next);
+        EXPECT_LE(c.count, count / size + 1);
+        EXPECT_GE(c.count, count / size);
+        next += c.count;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+TEST(TrafficEstimatesTest, AllreduceMovesTwiceTheBufferMinusOneShare) {
+  // 1000 floats over 4 ranks: 250-element chunks, 6 steps of 1000 bytes each way.
+  const TrafficCounters t = allreduce_traffic(1000, 4, 4, 2);
+  EXPECT_EQ(t.bytes_sent, 6000u);
+  EXPECT_EQ(t.bytes_received, 6000u);
+  EXPECT_EQ(allreduce_traffic(1000, 4, 1, 0).bytes_sent, 0u);
+  // Totals over ranks balance for uneven chunks.
+  uint64_t sent = 0, received = 0;
+  for (int r = 0; r < 5; ++r) {
+    sent += allreduce_traffic(13, 2, 5, r).bytes_sent;
+    received += allreduce_traffic(13, 2, 5, r).bytes_received;
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_EQ(sent, 2u * 4u * 13u * 2u);  // each chunk forwarded 2(P-1) times
+}
+
+TEST(TrafficEstimatesTest, OtherCollectivesBalance) {
+  const std::vector<size_t> blocks = {3, 0, 10, 7};
+  TrafficCounters total;
+  for (int r = 0; r < 4; ++r) {
+    add_traffic(&total, allgatherv_traffic(blocks, r));
+    add_traffic(&total, broadcast_traffic(5, 4, r, 1));
+    add_traffic(&total, gatherv_traffic(blocks, r, 2));
+  }
+  EXPECT_EQ(total.bytes_sent, total.bytes_received);
+  // allgatherv: every rank receives everything but its own block.
+  EXPECT_EQ(allgatherv_traffic(blocks, 2).bytes_received, 10u);
+  EXPECT_EQ(allgatherv_traffic(blocks, 2).bytes_sent, 20u - 7u);
+}
+
+}  // namespace
+}  // namespace arcreduce
