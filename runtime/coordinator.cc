@@ -34,8 +34,14 @@ void Coordinator::shutdown() {
 }
 
 Stats Coordinator::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  return published_;
+  Stats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    s = published_;
+  }
+  s.ops_completed = queue_.completed_ok();
+  s.ops_failed = queue_.completed_failed();
+  return s;
 }
 
 void Coordinator::publish() {
@@ -102,7 +108,6 @@ void Coordinator::execute(const CyclePlan& plan) {
     }
     if (resp.code != StatusCode::kOk) {
       ctx_.log->error("{}", resp.error);
-      ++stats_.ops_failed;
       queue_.complete(entry, Status(resp.code, resp.error));
       continue;
     }
@@ -115,8 +120,8 @@ void Coordinator::execute(const CyclePlan& plan) {
       std::vector<TensorEntry*> members;
       for (size_t i : bucket.members) members.push_back(&entries[i]);
       executor_.run(members, signatures[bucket.members[0]], stats_);
+      publish();  // counters first: a synchronize() that returns sees this bucket counted
       for (size_t i : bucket.members) {
-        ++stats_.ops_completed;
         done[i] = true;
         queue_.complete(entries[i], Status::OK());
       }
@@ -126,7 +131,6 @@ void Coordinator::execute(const CyclePlan& plan) {
     Status failed(StatusCode::kInternal, std::string("arcreduce coordinator failed: ") + e.what());
     for (size_t i = 0; i < entries.size(); ++i) {
       if (done[i]) continue;
-      ++stats_.ops_failed;
       queue_.complete(entries[i], failed);
     }
     throw;

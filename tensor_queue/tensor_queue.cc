@@ -116,6 +116,16 @@ void TensorQueue::wake() {
   work_cv_.notify_all();
 }
 
+uint64_t TensorQueue::completed_ok() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ok_;
+}
+
+uint64_t TensorQueue::completed_failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_failed_;
+}
+
 bool TensorQueue::poll(Handle handle) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = handles_.find(handle);
@@ -148,6 +158,7 @@ void TensorQueue::finish(Handle handle, std::function<void(const Status&)>& call
                          const Status& status) {
   run_callback(callback, status);
   std::lock_guard<std::mutex> lock(mutex_);
+  ++(status.ok() ? completed_ok_ : completed_failed_);
   auto it = handles_.find(handle);
   if (it == handles_.end()) return;
   it->second.done = true;

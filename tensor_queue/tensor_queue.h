@@ -56,6 +56,11 @@ class TensorQueue {
   bool closed() const;
   void wake();
 
+  // Ops completed with an OK / an error status so far (rejected submissions included). Counted
+  // before the handle becomes ready, so a synchronize() that returned is always counted.
+  uint64_t completed_ok() const;
+  uint64_t completed_failed() const;
+
   // Caller side.
   bool poll(Handle handle) const;
   Status synchronize(Handle handle);
@@ -75,6 +80,8 @@ class TensorQueue {
   std::unordered_map<Handle, HandleState> handles_;
   std::deque<Handle> unsynchronized_done_;  // bounds memory of handles nobody synchronizes
   Handle next_handle_ = 1;
+  uint64_t completed_ok_ = 0;
+  uint64_t completed_failed_ = 0;
   bool closed_ = false;
   bool woken_ = false;
   Status closed_status_;

@@ -69,7 +69,9 @@ void run_case(const Case& c, int steps) {
     Stats stats = rt.stats();
     EXPECT_EQ(stats.ops_completed, steps * kShapes.size());
     EXPECT_EQ(stats.ops_failed, 0u);
-    if (c.cache > 0 && steps > 1) EXPECT_GT(stats.cache_hits, 0u) << "rank " << rank;
+    if (c.cache > 0 && steps > 1) {
+      EXPECT_GT(stats.cache_hits, 0u) << "rank " << rank;
+    }
   });
   for (int r = 1; r < c.size; ++r) {
     EXPECT_EQ(results[r], results[0]) << "rank " << r << " differs from rank 0";

@@ -155,7 +155,9 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
       Status s = rt.synchronize(h);
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.name;
       EXPECT_THAT(s.message(), HasSubstr(c.expect));
-      if (!c.name.empty()) EXPECT_THAT(s.message(), HasSubstr("'" + c.name + "'"));
+      if (!c.name.empty()) {
+        EXPECT_THAT(s.message(), HasSubstr("'" + c.name + "'"));
+      }
       EXPECT_EQ(fired, 1);
     }
     // A null pointer is fine for an empty tensor.
