@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages arcreduce needs to build and test. Idempotent: asks dpkg what
+# is missing and runs apt-get only then. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  cmake make g++ git pkg-config
+  openmpi-bin libopenmpi-dev
+  libspdlog-dev libcli11-dev
+  libgtest-dev libgmock-dev
+  clang-format
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then sudo=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
