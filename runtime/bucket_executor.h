@@ -1,6 +1,6 @@
 // BucketExecutor: reduces one fused bucket in place across ranks on the coordinator thread.
-// Dense path: gather into the fusion buffer (skipped for a single tensor, which is reduced in
-// its own memory), one sum All-Reduce, scale for kAverage, scatter back.
+// Dense path, chunk by chunk (plan_chunks): large tensors are reduced in their own memory, small
+// ones staged through the fusion buffer; each chunk is one sum All-Reduce, scaled for kAverage.
 // fp16/bf16: the collective adds in fp32 and rounds once per addition; kAverage pre-scales by
 // 1/N so that the partial sums cannot overflow where the mean does not.
 #pragma once
@@ -18,7 +18,7 @@ namespace arcreduce {
 
 class BucketExecutor {
  public:
-  explicit BucketExecutor(Context& ctx) : ctx_(ctx) {}
+  explicit BucketExecutor(Context& ctx);
 
   // All entries share dtype, op, device kind and compression (`signature` is the first one's).
   // Throws Error on communication failure: ranks may then disagree, so the caller ends the job.
@@ -27,6 +27,7 @@ class BucketExecutor {
 
  private:
   Context& ctx_;
+  size_t chunk_bytes_;
   FusionBuffer buffer_;
   std::set<std::string> warned_compressors_;
 };

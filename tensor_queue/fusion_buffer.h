@@ -1,6 +1,8 @@
-// FusionBuffer: one contiguous staging area per runtime that a bucket's tensors are gathered
-// into before the collective and scattered back from afterwards. Reused across buckets; grows to
-// the largest bucket seen (at most the fusion threshold, or one unfused tensor's size).
+// Executing a fused bucket chunk by chunk. plan_chunks() splits a bucket into chunks of at most
+// `chunk_bytes`: a tensor at least that large is cut into chunks of its own, reduced in its own
+// memory; smaller tensors are packed, in order, into chunks that are staged through the
+// FusionBuffer. So no large tensor is ever copied, and the staging buffer holds one chunk and
+// stays in cache. The plan is a pure function of the bucket, identical on every rank.
 #pragma once
 
 #include <cstddef>
@@ -11,13 +13,28 @@
 
 namespace arcreduce {
 
+struct Piece {
+  uint8_t* data;
+  size_t bytes;
+};
+
+// One collective's worth of the bucket: a single piece is reduced in place, several are staged.
+struct Chunk {
+  std::vector<Piece> pieces;
+  size_t bytes = 0;
+};
+
+// Empty tensors contribute no pieces. Chunks never split an element: tensors smaller than
+// `chunk_bytes` are never split at all, larger ones at multiples of `element_bytes`.
+std::vector<Chunk> plan_chunks(const std::vector<TensorEntry*>& entries, size_t chunk_bytes,
+                               size_t element_bytes);
+
 class FusionBuffer {
  public:
-  // Copies the entries' data back to back into the buffer; returns its start.
-  void* gather(const std::vector<TensorEntry*>& entries);
-  // Copies the buffer's contents back into the entries, in the same layout as gather().
-  void scatter(const std::vector<TensorEntry*>& entries) const;
-  size_t capacity() const { return storage_.size(); }
+  // Copies the chunk's pieces back to back into the buffer; returns its start.
+  void* gather(const Chunk& chunk);
+  // Copies the buffer's contents back into the chunk's pieces.
+  void scatter(const Chunk& chunk) const;
 
  private:
   std::vector<uint8_t> storage_;

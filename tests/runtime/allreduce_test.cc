@@ -15,7 +15,9 @@ namespace arcreduce {
 namespace testing {
 namespace {
 
-const std::vector<std::vector<int64_t>> kShapes = {{0}, {1}, {7}, {100000}, {3, 5}, {}, {250, 400}};
+// {3, 100003} spans several 1 MiB chunks in fp32/fp64 (reduced in place); the rest are staged.
+const std::vector<std::vector<int64_t>> kShapes = {{0},    {1}, {7},        {100000},
+                                                   {3, 5}, {},  {250, 400}, {3, 100003}};
 
 struct Case {
   int size;
