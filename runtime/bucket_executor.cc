@@ -22,11 +22,11 @@ ScalarType scalar_type(DType dtype) {
   return ScalarType::kFloat32;
 }
 
-// Collective size. On one host reduction is memory-bound: 1 MiB chunks keep the staging copy
-// and MPI's internal passes in cache (docs/benchmarks.md: 0.45-0.50x the time of one fused
-// MPI_Allreduce, against 1.1-1.2x for whole 64 MiB buckets). Across hosts each collective pays
-// network latency per ring step, so chunks are larger.
-constexpr size_t kSingleHostChunkBytes = size_t{1} << 20;
+// Collective size. On one host reduction is memory-bound: small chunks keep the staging copy
+// and MPI's internal passes in cache (docs/benchmarks.md: 256 KiB-1 MiB chunks take 0.4-0.5x the
+// time of one fused MPI_Allreduce, whole 64 MiB buckets 1.1-1.2x). Across hosts each collective
+// pays network latency per ring step, so chunks are larger there.
+constexpr size_t kSingleHostChunkBytes = size_t{512} << 10;
 constexpr size_t kMultiHostChunkBytes = size_t{4} << 20;
 
 bool is_half(DType dtype) {
