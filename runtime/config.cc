@@ -67,6 +67,11 @@ const std::vector<std::string>& error_feedback_names() {
   return names;
 }
 
+const std::vector<std::string>& granularity_names() {
+  static const std::vector<std::string> names = {"element", "row"};
+  return names;
+}
+
 const std::vector<std::string>& log_level_names() {
   static const std::vector<std::string> names = {"trace", "debug", "info", "warning", "error"};
   return names;
@@ -120,6 +125,8 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   }
   check_choice(kEnvLogLevel, c.log_level, log_level_names());
   check_choice(kEnvAllreduceAlgorithm, c.allreduce_algorithm, {"auto", "ring", "mpi"});
+  check_choice(kEnvGranularity, c.granularity, granularity_names());
+  check_choice(kEnvEfInit, c.ef_init, {"warm", "zero"});
 }
 
 void Config::validate() const {
@@ -174,6 +181,12 @@ Config Config::from_env() {
       [&](auto& k, auto& v) { c.stall_shutdown_seconds = parse_double(k, v); });
   get(kEnvLogLevel, [&](auto&, auto& v) { c.log_level = v; });
   get(kEnvAllreduceAlgorithm, [&](auto&, auto& v) { c.allreduce_algorithm = v; });
+  get(kEnvGranularity, [&](auto&, auto& v) { c.granularity = v; });
+  get(kEnvEfInit, [&](auto&, auto& v) { c.ef_init = v; });
+  get(kEnvCheckConsistency, [&](auto& k, auto& v) {
+    if (v != "0" && v != "1") reject(k, v, "0 or 1");
+    c.check_consistency = v == "1";
+  });
   validate_config(c, env);
   return c;
 }

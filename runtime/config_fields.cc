@@ -20,7 +20,10 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvStallCheckSeconds,
                                                 kEnvStallShutdownSeconds,
                                                 kEnvLogLevel,
-                                                kEnvAllreduceAlgorithm};
+                                                kEnvAllreduceAlgorithm,
+                                                kEnvGranularity,
+                                                kEnvEfInit,
+                                                kEnvCheckConsistency};
   return vars;
 }
 
@@ -40,6 +43,8 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
       {kEnvFusionThreshold, str(c.fusion_threshold)},
       {kEnvCacheCapacity, str(c.cache_capacity)},
       {kEnvAllreduceAlgorithm, c.allreduce_algorithm},
+      {kEnvEfInit, c.ef_init},
+      {kEnvCheckConsistency, str(c.check_consistency)},
   };
 }
 

@@ -25,12 +25,16 @@ constexpr const char* kEnvStallCheckSeconds = "ARCREDUCE_STALL_CHECK_SECONDS";
 constexpr const char* kEnvStallShutdownSeconds = "ARCREDUCE_STALL_SHUTDOWN_SECONDS";
 constexpr const char* kEnvLogLevel = "ARCREDUCE_LOG_LEVEL";
 constexpr const char* kEnvAllreduceAlgorithm = "ARCREDUCE_ALLREDUCE_ALGORITHM";
+constexpr const char* kEnvGranularity = "ARCREDUCE_GRANULARITY";
+constexpr const char* kEnvEfInit = "ARCREDUCE_EF_INIT";
+constexpr const char* kEnvCheckConsistency = "ARCREDUCE_CHECK_CONSISTENCY";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();
 const std::vector<std::string>& compressor_names();
 const std::vector<std::string>& error_feedback_names();
 const std::vector<std::string>& log_level_names();
+const std::vector<std::string>& granularity_names();
 
 // "VAR=value" lines of the settings that must be identical on every rank (fusion and the
 // response cache are planned locally; shared randomness and algorithms must agree).

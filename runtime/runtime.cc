@@ -79,6 +79,9 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
   if (c.ratio && !(*c.ratio > 0 && *c.ratio <= 1)) {
     return who + ": compression ratio " + std::to_string(*c.ratio) + " is not in (0, 1]";
   }
+  if (c.granularity && *c.granularity != "element" && *c.granularity != "row") {
+    return who + ": unknown granularity '" + *c.granularity + "' (element or row)";
+  }
   if (c.error_feedback) {
     bool known = false;
     for (const auto& k : error_feedback_names()) known |= (k == *c.error_feedback);
@@ -97,9 +100,13 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
   s.compression.compressor = c.compressor.value_or(ctx_.config.compressor);
   s.compression.ratio = c.ratio.value_or(ctx_.config.compress_ratio);
   s.compression.error_feedback = c.error_feedback.value_or(ctx_.config.error_feedback);
-  if (s.compression.compressor == "none") {
-    // Dense reduction ignores ratio and error feedback: do not let them split buckets or
-    // cause mismatch errors.
+  const std::string& name = s.compression.compressor;
+  if (name == "topk" || name == "randk") {
+    s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
+  }
+  if (name == "none" || name == "fp16") {
+    // Dense and cast reductions ignore ratio and error feedback: do not let them split buckets
+    // or cause mismatch errors.
     s.compression.ratio = 1.0;
     s.compression.error_feedback = "none";
   }

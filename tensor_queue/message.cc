@@ -66,6 +66,7 @@ void write_signature(Writer& w, const TensorSignature& s) {
   w.str(s.compression.compressor);
   w.pod<double>(s.compression.ratio);
   w.str(s.compression.error_feedback);
+  w.str(s.compression.granularity);
 }
 
 TensorSignature read_signature(Reader& r) {
@@ -79,6 +80,7 @@ TensorSignature read_signature(Reader& r) {
   s.compression.compressor = r.str();
   s.compression.ratio = r.pod<double>();
   s.compression.error_feedback = r.str();
+  s.compression.granularity = r.str();
   return s;
 }
 
@@ -86,7 +88,9 @@ TensorSignature read_signature(Reader& r) {
 
 std::string CompressionSpec::to_string() const {
   std::ostringstream os;
-  os << compressor << "(ratio=" << ratio << ", ef=" << error_feedback << ")";
+  os << compressor << "(ratio=" << ratio << ", ef=" << error_feedback;
+  if (!granularity.empty()) os << ", " << granularity;
+  os << ")";
   return os.str();
 }
 

@@ -16,9 +16,11 @@ struct CompressionSpec {
   std::string compressor;
   double ratio = 1.0;
   std::string error_feedback;
+  std::string granularity;  // element or row (topk, randk); empty where it does not apply
 
   bool operator==(const CompressionSpec& o) const {
-    return compressor == o.compressor && ratio == o.ratio && error_feedback == o.error_feedback;
+    return compressor == o.compressor && ratio == o.ratio && error_feedback == o.error_feedback &&
+           granularity == o.granularity;
   }
   bool operator!=(const CompressionSpec& o) const { return !(*this == o); }
   std::string to_string() const;  // e.g. "arctopk(ratio=0.01, ef=ef21m)"

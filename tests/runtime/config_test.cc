@@ -55,6 +55,9 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_STALL_SHUTDOWN_SECONDS", "0");
   env.set("ARCREDUCE_LOG_LEVEL", "debug");
   env.set("ARCREDUCE_ALLREDUCE_ALGORITHM", "ring");
+  env.set("ARCREDUCE_GRANULARITY", "row");
+  env.set("ARCREDUCE_EF_INIT", "zero");
+  env.set("ARCREDUCE_CHECK_CONSISTENCY", "1");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -72,6 +75,9 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.stall_shutdown_seconds, 0);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.allreduce_algorithm, "ring");
+  EXPECT_EQ(c.granularity, "row");
+  EXPECT_EQ(c.ef_init, "zero");
+  EXPECT_TRUE(c.check_consistency);
 }
 
 struct BadValue {
@@ -116,6 +122,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_STALL_SHUTDOWN_SECONDS", "soon", "number"},
                       BadValue{"ARCREDUCE_LOG_LEVEL", "loud", "warning"},
                       BadValue{"ARCREDUCE_ALLREDUCE_ALGORITHM", "tree", "ring"},
+                      BadValue{"ARCREDUCE_GRANULARITY", "block", "element, row"},
+                      BadValue{"ARCREDUCE_EF_INIT", "hot", "warm, zero"},
+                      BadValue{"ARCREDUCE_CHECK_CONSISTENCY", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 
 // Configuration errors reach every rank, whichever rank has them.

@@ -24,6 +24,11 @@ struct Config {
   double stall_shutdown_seconds = 600;       // ARCREDUCE_STALL_SHUTDOWN_SECONDS, 0 disables abort
   std::string log_level = "warning";         // ARCREDUCE_LOG_LEVEL
   std::string allreduce_algorithm = "auto";  // ARCREDUCE_ALLREDUCE_ALGORITHM: auto, ring, mpi
+  std::string granularity = "element";  // ARCREDUCE_GRANULARITY: topk/randk unit, element or row
+  // ARCREDUCE_EF_INIT: "warm" starts error feedback from the first gradient (EF21: h = g,
+  // hbar = mean g), "zero" from zero state (cold start).
+  std::string ef_init = "warm";
+  bool check_consistency = false;  // ARCREDUCE_CHECK_CONSISTENCY=1: verify shared selections
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).

@@ -37,6 +37,7 @@ struct CompressionOptions {
   std::optional<std::string> compressor;      // none, fp16, topk, randk, arctopk, oktopk, powersgd
   std::optional<double> ratio;                // fraction of entries kept, 0 < ratio <= 1
   std::optional<std::string> error_feedback;  // none, ef14, ef21, ef21m
+  std::optional<std::string> granularity;     // topk/randk selection unit: element, row
 };
 
 struct AllreduceOptions {
