@@ -168,6 +168,7 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
 }
 
 TEST(Shutdown, PendingOpsCompleteWithShutdownOnEveryRank) {
+  std::atomic<int> checked{0};
   run_runtimes(3, test_config(), [&](Runtime& rt, int rank) {
     std::vector<float> data(4, 1.0f);
     std::atomic<int> fired{0};
@@ -181,6 +182,8 @@ TEST(Shutdown, PendingOpsCompleteWithShutdownOnEveryRank) {
                                   Tensor{data.data(), DType::kFloat32, {4}}, options);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_FALSE(rt.poll(h));
+    ++checked;  // nobody shuts down before every rank has seen its op pending
+    while (checked.load() < 3) std::this_thread::yield();
     if (rank == 1) rt.shutdown();  // one rank's shutdown stops every rank
     Status s = rt.synchronize(h);
     EXPECT_EQ(s.code(), StatusCode::kShutdown) << s.message();
