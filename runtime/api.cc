@@ -173,6 +173,16 @@ Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions option
   return synchronize(allreduce_async(name, std::move(tensor), std::move(options)));
 }
 
+void save_state(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  running_runtime("save_state").save_state(path);
+}
+
+void load_state(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  running_runtime("load_state").load_state(path);
+}
+
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_runtime ? g_runtime->stats() : Stats();

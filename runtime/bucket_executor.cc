@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "compressors/error_feedback.h"
+#include "compressors/kernels/kernels.h"
 #include "ops/reduce_kernels.h"
 
 namespace arcreduce {
@@ -39,26 +41,98 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-BucketExecutor::BucketExecutor(Context& ctx)
+BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
     : ctx_(ctx),
+      state_(state),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
                                                               : kMultiHostChunkBytes) {}
 
 void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                          Stats& stats) {
-  const std::string& compressor = signature.compression.compressor;
-  CompressorStats& cstats = stats.compressors[compressor];
+  CompressorStats& cstats = stats.compressors[signature.compression.compressor];
   cstats.tensors += entries.size();
-  if (compressor != "none") {
-    // Compressors other than the dense path are not part of this build yet: reduce exactly.
-    cstats.dense_fallbacks += entries.size();
-    if (warned_compressors_.insert(compressor).second) {
-      ctx_.log->info("compressor '{}' is not available in this build; reducing its tensors densely",
-                     compressor);
-    }
-  }
   ++stats.buckets;
+  if (signature.compression.compressor == "none") {
+    run_dense(entries, signature, stats, cstats);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(state_.mutex());
+  std::vector<TensorEntry*> warmup, compressed;
+  for (TensorEntry* e : entries) {
+    TensorState& s = state_.get(e->name, static_cast<size_t>(e->signature.elements()));
+    (static_cast<int64_t>(s.reductions) < ctx_.config.warmup_steps ? warmup : compressed)
+        .push_back(e);
+    ++s.reductions;
+  }
+  if (!warmup.empty()) {
+    cstats.warmup_tensors += warmup.size();
+    run_dense(warmup, signature, stats, cstats);
+  }
+  if (!compressed.empty()) run_compressed(compressed, signature, stats, cstats);
+}
 
+Compressor& BucketExecutor::pipeline(const CompressionSpec& spec) {
+  const std::string key = spec.compressor + "/" + spec.error_feedback;
+  auto it = pipelines_.find(key);
+  if (it == pipelines_.end()) {
+    std::unique_ptr<Compressor> inner = make_compressor(spec.compressor);
+    if (!inner) {
+      throw Error("compressor '" + spec.compressor + "' is not available in this build",
+                  StatusCode::kInvalidArgument);
+    }
+    it = pipelines_.emplace(key, with_error_feedback(std::move(inner), spec.error_feedback, state_))
+             .first;
+  }
+  return *it->second;
+}
+
+void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
+                                    const TensorSignature& signature, Stats& stats,
+                                    CompressorStats& cstats) {
+  auto t = std::chrono::steady_clock::now();
+  inputs_.resize(entries.size());
+  outputs_.resize(entries.size());
+  std::vector<CompressTensor> bucket(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry& e = *entries[i];
+    const auto n = static_cast<size_t>(e.signature.elements());
+    inputs_[i].resize(n);
+    outputs_[i].resize(n);
+    kernels::to_float(e.tensor.data, e.signature.dtype, inputs_[i].data(), n);
+    CompressTensor& c = bucket[i];
+    c.name = e.name;
+    c.shape = e.signature.shape;
+    c.elements = n;
+    c.step = state_.get(e.name, n).compressed_steps;
+    c.input = inputs_[i].data();
+    c.output = outputs_[i].data();
+  }
+  stats.copy_seconds += seconds_since(t);
+
+  t = std::chrono::steady_clock::now();
+  const TrafficCounters before = ctx_.comm->traffic();
+  CompressContext context{*ctx_.comm, ctx_.config, signature.compression, cstats, ctx_.log};
+  pipeline(signature.compression).reduce(bucket, context);
+  const TrafficCounters after = ctx_.comm->traffic();
+  cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
+  cstats.bytes_received += after.bytes_received - before.bytes_received;
+  stats.compression_seconds += seconds_since(t);
+
+  t = std::chrono::steady_clock::now();
+  const float sum_factor = static_cast<float>(ctx_.size);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry& e = *entries[i];
+    if (signature.op == ReduceOp::kSum)
+      kernels::scale(outputs_[i].data(), bucket[i].elements, sum_factor);
+    kernels::from_float(outputs_[i].data(), e.signature.dtype, e.tensor.data, bucket[i].elements);
+    ++state_.get(e.name, bucket[i].elements).compressed_steps;
+  }
+  stats.copy_seconds += seconds_since(t);
+}
+
+void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
+                               const TensorSignature& signature, Stats& stats,
+                               CompressorStats& cstats) {
   const ScalarType type = scalar_type(signature.dtype);
   const size_t element = dtype_size(signature.dtype);
   const bool average = signature.op == ReduceOp::kAverage && ctx_.size > 1;

@@ -1,15 +1,20 @@
 // BucketExecutor: reduces one fused bucket in place across ranks on the coordinator thread.
+// Compressed buckets go through the compressor pipeline in fp32 (tensors still in their
+// ARCREDUCE_WARMUP_STEPS take the dense path); "none" buckets take the dense path below.
 // Dense path, chunk by chunk (plan_chunks): large tensors are reduced in their own memory, small
 // ones staged through the fusion buffer; each chunk is one sum All-Reduce, scaled for kAverage.
 // fp16/bf16: the collective adds in fp32 and rounds once per addition; kAverage pre-scales by
 // 1/N so that the partial sums cannot overflow where the mean does not.
 #pragma once
 
-#include <set>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "arcreduce/stats.h"
+#include "compressors/compressor.h"
+#include "compressors/tensor_state.h"
 #include "runtime/context.h"
 #include "tensor_queue/fusion_buffer.h"
 #include "tensor_queue/tensor_queue.h"
@@ -18,7 +23,7 @@ namespace arcreduce {
 
 class BucketExecutor {
  public:
-  explicit BucketExecutor(Context& ctx);
+  BucketExecutor(Context& ctx, StateStore& state);
 
   // All entries share dtype, op, device kind and compression (`signature` is the first one's).
   // Throws Error on communication failure: ranks may then disagree, so the caller ends the job.
@@ -26,10 +31,20 @@ class BucketExecutor {
            Stats& stats);
 
  private:
+  // Native-dtype dense reduction (compressor "none", warm-up steps).
+  void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                 Stats& stats, CompressorStats& cstats);
+  // fp32 working copies through the compressor pipeline (with error feedback).
+  void run_compressed(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                      Stats& stats, CompressorStats& cstats);
+  Compressor& pipeline(const CompressionSpec& spec);
+
   Context& ctx_;
+  StateStore& state_;
   size_t chunk_bytes_;
   FusionBuffer buffer_;
-  std::set<std::string> warned_compressors_;
+  std::map<std::string, std::unique_ptr<Compressor>> pipelines_;  // by "compressor/ef"
+  std::vector<std::vector<float>> inputs_, outputs_;              // reused working copies
 };
 
 }  // namespace arcreduce

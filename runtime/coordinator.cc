@@ -13,8 +13,8 @@ constexpr std::chrono::milliseconds kIdleCycle(50);
 constexpr std::chrono::milliseconds kAbortGrace(500);
 }  // namespace
 
-Coordinator::Coordinator(Context& ctx, TensorQueue& queue)
-    : ctx_(ctx), queue_(queue), controller_(ctx), executor_(ctx) {
+Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
+    : ctx_(ctx), queue_(queue), controller_(ctx), executor_(ctx, state) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
 }

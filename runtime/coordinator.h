@@ -18,7 +18,7 @@ namespace arcreduce {
 
 class Coordinator {
  public:
-  Coordinator(Context& ctx, TensorQueue& queue);
+  Coordinator(Context& ctx, TensorQueue& queue, StateStore& state);
   ~Coordinator();  // requests shutdown and joins
 
   void start();

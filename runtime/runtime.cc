@@ -28,7 +28,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<Communicator> comm) {
       "cache {} entries",
       ctx_.rank, ctx_.size, local_rank_, local_size_, config.fusion_threshold, config.cycle_time_ms,
       config.cache_capacity);
-  coordinator_ = std::make_unique<Coordinator>(ctx_, queue_);
+  coordinator_ = std::make_unique<Coordinator>(ctx_, queue_, state_);
   coordinator_->start();
 }
 
@@ -40,6 +40,16 @@ Runtime::~Runtime() {
 
 void Runtime::shutdown() {
   if (coordinator_) coordinator_->shutdown();
+}
+
+void Runtime::save_state(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(state_.mutex());
+  state_.save(path, ctx_.rank, ctx_.size);
+}
+
+void Runtime::load_state(const std::string& path) {
+  std::lock_guard<std::mutex> lock(state_.mutex());
+  state_.load(path, ctx_.rank, ctx_.size);
 }
 
 Status Runtime::synchronize(Handle handle) {

@@ -29,6 +29,9 @@ class Runtime {
   void shutdown();
   bool running() const { return !queue_.closed(); }
   Stats stats() const { return coordinator_->stats(); }
+  // Compressor state of this rank (error feedback, step counters); throw Error on failure.
+  void save_state(const std::string& path) const;
+  void load_state(const std::string& path);
 
   int rank() const { return ctx_.rank; }
   int size() const { return ctx_.size; }
@@ -46,6 +49,7 @@ class Runtime {
   int local_rank_ = 0;
   int local_size_ = 1;
   TensorQueue queue_;
+  StateStore state_;
   std::unique_ptr<Coordinator> coordinator_;
 };
 

@@ -43,4 +43,12 @@ Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions option
 // Snapshot of this rank's counters (zeros before init).
 Stats stats();
 
+// Writes / reads all compressor state of this rank (error-feedback buffers, per-tensor step
+// counters) so that a resumed job continues exactly where it stopped. Call between steps, when
+// no op is in flight, on every rank with a per-rank path. load_state rejects files of another
+// rank, world size or version, corrupted files, and (at the first use) other tensor sets.
+// Throw Error on failure.
+void save_state(const std::string& path);
+void load_state(const std::string& path);
+
 }  // namespace arcreduce

@@ -13,6 +13,12 @@ struct CompressorStats {
   uint64_t bytes_sent = 0;  // bytes this rank sent for them
   uint64_t bytes_received = 0;
   uint64_t dense_fallbacks = 0;  // tensors reduced densely although this compressor was asked
+  // Payload this rank contributed, by kind (before the collective's own overhead).
+  uint64_t sketch_bytes = 0;    // ARC-Top-K sketches
+  uint64_t value_bytes = 0;     // gradient values (selected rows/entries, dense fallbacks)
+  uint64_t index_bytes = 0;     // indices (All-Gather Top-K only)
+  uint64_t selected_rows = 0;   // rows kept by row-based selections
+  uint64_t warmup_tensors = 0;  // tensors reduced densely during ARCREDUCE_WARMUP_STEPS
 };
 
 struct Stats {
@@ -25,9 +31,10 @@ struct Stats {
   uint64_t full_negotiations = 0;  // cycles that gathered request lists at rank 0
   uint64_t bytes_sent = 0;         // everything this rank sent: negotiation + data
   uint64_t bytes_received = 0;
-  double negotiation_seconds = 0;                      // negotiation collectives and planning
-  double copy_seconds = 0;                             // fusion-buffer gathers/scatters and scaling
-  double communication_seconds = 0;                    // data collectives
+  double negotiation_seconds = 0;    // negotiation collectives and planning
+  double copy_seconds = 0;           // fusion-buffer gathers/scatters and scaling
+  double communication_seconds = 0;  // data collectives of the dense path
+  double compression_seconds = 0;    // compressor pipelines, their collectives included
   std::map<std::string, CompressorStats> compressors;  // by compressor name
 };
 

@@ -1,0 +1,52 @@
+// Compressor: averages one bucket across ranks through a Communicator, in fp32.
+//
+// The executor converts every tensor of a bucket to an fp32 working copy and hands the bucket
+// to the compressor (possibly wrapped in error-feedback decorators). All ranks call reduce()
+// with the same tensors (names, shapes, step counts) in the same order; a compressor must issue
+// the same collectives on every rank. It reports, per tensor, the mean over ranks of the
+// compressed contributions (`output`) and, when asked, this rank's own compressed contribution
+// C_i(x) (`contribution`, what error feedback subtracts).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arcreduce/config.h"
+#include "arcreduce/stats.h"
+#include "ops/communicator.h"
+#include "runtime/logging.h"
+#include "tensor_queue/message.h"
+
+namespace arcreduce {
+
+struct CompressTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t elements = 0;
+  uint64_t step = 0;              // compressed steps this tensor has had (keys shared randomness)
+  const float* input = nullptr;   // x, `elements` values
+  float* output = nullptr;        // mean_i C_i(x), written completely
+  float* contribution = nullptr;  // C_i(x) of this rank; null when nobody needs it
+};
+
+struct CompressContext {
+  Communicator& comm;
+  const Config& config;
+  const CompressionSpec& spec;  // ratio, granularity, error feedback of this bucket
+  CompressorStats& stats;
+  const Logger& log;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) = 0;
+};
+
+// "fp16", "topk", "randk", "arctopk"; nullptr for names without a compressor of their own
+// ("none" is the executor's native-dtype dense path).
+std::unique_ptr<Compressor> make_compressor(const std::string& name);
+
+}  // namespace arcreduce

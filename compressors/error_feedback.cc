@@ -1,0 +1,123 @@
+#include "compressors/error_feedback.h"
+
+#include <cstring>
+
+#include "compressors/dense_mean.h"
+#include "compressors/kernels/kernels.h"
+
+namespace arcreduce {
+
+std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
+                                                const std::string& kind, StateStore& store) {
+  if (kind == "ef14") {
+    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf14, store);
+  }
+  if (kind == "ef21") {
+    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf21, store);
+  }
+  if (kind == "ef21m") {
+    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf21m, store);
+  }
+  return inner;
+}
+
+void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
+  if (kind_ == Kind::kEf14) {
+    reduce_ef14(bucket, ctx);
+  } else {
+    reduce_ef21(bucket, ctx);
+  }
+}
+
+void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
+  std::vector<std::vector<float>> x(bucket.size()), own(bucket.size());
+  std::vector<CompressTensor> inner = bucket;
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
+    if (s.e.size() != s.elements) s.e.assign(s.elements, 0.0f);
+    x[i].assign(bucket[i].input, bucket[i].input + bucket[i].elements);
+    kernels::axpby(1.0f, s.e.data(), 1.0f, x[i].data(), x[i].size());  // x = g + e
+    own[i].resize(x[i].size());
+    inner[i].input = x[i].data();
+    inner[i].contribution = own[i].data();
+  }
+  inner_->reduce(inner, ctx);
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
+    kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());  // e = x - C_i(x)
+    s.ef_started = true;
+    if (bucket[i].contribution) {
+      std::memcpy(bucket[i].contribution, own[i].data(), own[i].size() * sizeof(float));
+    }
+  }
+}
+
+void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
+  const bool warm = ctx.config.ef_init == "warm";
+  const float eta = kind_ == Kind::kEf21m ? static_cast<float>(ctx.config.ef_momentum) : 1.0f;
+  std::vector<CompressTensor> first;       // warm start: dense mean of the source
+  std::vector<CompressTensor> compressed;  // c = C(source - h)
+  std::vector<size_t> first_of, compressed_of;
+  std::vector<std::vector<float>> diff(bucket.size()), own(bucket.size()), mean(bucket.size());
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    CompressTensor& t = bucket[i];
+    TensorState& s = store_.get(t.name, t.elements);
+    const float* source = t.input;
+    if (kind_ == Kind::kEf21m) {
+      if (!s.ef_started && warm) {
+        s.v.assign(t.input, t.input + t.elements);
+      } else {
+        if (s.v.size() != t.elements) s.v.assign(t.elements, 0.0f);
+        kernels::axpby(eta, t.input, 1.0f - eta, s.v.data(), t.elements);
+      }
+      source = s.v.data();
+    }
+    if (!s.ef_started) {
+      s.h.assign(t.elements, 0.0f);
+      s.hbar.assign(t.elements, 0.0f);
+      if (warm) {
+        s.h.assign(source, source + t.elements);
+        CompressTensor f = t;
+        f.input = s.h.data();
+        f.output = s.hbar.data();
+        f.contribution = nullptr;
+        first.push_back(f);
+        first_of.push_back(i);
+        continue;
+      }
+    }
+    diff[i].resize(t.elements);
+    kernels::subtract(source, s.h.data(), diff[i].data(), t.elements);
+    own[i].resize(t.elements);
+    mean[i].resize(t.elements);
+    CompressTensor c = t;
+    c.input = diff[i].data();
+    c.output = mean[i].data();
+    c.contribution = own[i].data();
+    compressed.push_back(c);
+    compressed_of.push_back(i);
+  }
+  if (!first.empty()) {
+    std::vector<CompressTensor*> pointers;
+    for (auto& f : first) pointers.push_back(&f);
+    dense_mean(pointers, ctx.comm);  // hbar = mean h
+  }
+  if (!compressed.empty()) inner_->reduce(compressed, ctx);
+  for (size_t j = 0; j < compressed.size(); ++j) {
+    const size_t i = compressed_of[j];
+    TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
+    kernels::axpby(1.0f, own[i].data(), 1.0f, s.h.data(), s.h.size());         // h += C_i
+    kernels::axpby(1.0f, mean[i].data(), 1.0f, s.hbar.data(), s.hbar.size());  // hbar += mean c
+  }
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    CompressTensor& t = bucket[i];
+    TensorState& s = store_.get(t.name, t.elements);
+    s.ef_started = true;
+    if (t.elements) std::memcpy(t.output, s.hbar.data(), t.elements * sizeof(float));
+    // What this rank put into the global estimate: its h moved by C_i (or to h on the first step).
+    if (t.contribution && t.elements)
+      std::memcpy(t.contribution, s.h.data(), t.elements * sizeof(float));
+  }
+}
+
+}  // namespace arcreduce

@@ -1,0 +1,79 @@
+// The CPU build of the kernels: kernels_impl.h instantiated with Thrust's sequential CPP system
+// (one thread, the caller's).
+#include <thrust/system/cpp/execution_policy.h>
+
+#include "compressors/kernels/kernels.h"
+#include "compressors/kernels/kernels_impl.h"
+
+namespace arcreduce {
+namespace kernels {
+namespace {
+
+auto host() {
+  return thrust::cpp::par;
+}
+
+}  // namespace
+
+void fill_gaussian(uint64_t key, float* out, size_t n) {
+  impl::fill_gaussian(host(), key, out, n);
+}
+
+void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
+  impl::sketch(host(), y, n, m, v, r, p);
+}
+void sketch_row_scores(const float* p, int64_t n, int r, float* scores) {
+  impl::sketch_row_scores(host(), p, n, r, scores);
+}
+void row_sq_norms(const float* y, int64_t n, int64_t m, float* scores) {
+  impl::row_sq_norms(host(), y, n, m, scores);
+}
+void top_k_rows(const float* scores, int64_t n, int64_t k, int64_t* rows) {
+  impl::top_k_rows(host(), scores, n, k, rows);
+}
+void gather_rows(const float* y, int64_t m, const int64_t* rows, int64_t k, float* packed) {
+  impl::gather_rows(host(), y, m, rows, k, packed);
+}
+void scatter_rows(const float* packed, int64_t m, const int64_t* rows, int64_t k, float* y) {
+  impl::scatter_rows(host(), packed, m, rows, k, y);
+}
+
+void top_k_abs(const float* x, int64_t n, int64_t k, int64_t* indices) {
+  impl::top_k_abs(host(), x, n, k, indices);
+}
+void gather(const float* x, const int64_t* indices, int64_t k, float* out) {
+  impl::gather(host(), x, indices, k, out);
+}
+void scatter_add(const float* values, const int64_t* indices, int64_t k, float alpha, float* y) {
+  impl::scatter_add(host(), values, indices, k, alpha, y);
+}
+void scatter(const float* values, const int64_t* indices, int64_t k, float* y) {
+  impl::scatter(host(), values, indices, k, y);
+}
+
+void fill(float* y, size_t n, float value) {
+  impl::fill(host(), y, n, value);
+}
+void scale(float* y, size_t n, float alpha) {
+  impl::scale(host(), y, n, alpha);
+}
+void axpby(float a, const float* x, float b, float* y, size_t n) {
+  impl::axpby(host(), a, x, b, y, n);
+}
+void subtract(const float* x, const float* y, float* out, size_t n) {
+  impl::subtract(host(), x, y, out, n);
+}
+
+void to_float(const void* src, DType dtype, float* dst, size_t n) {
+  impl::to_float(host(), src, dtype, dst, n);
+}
+void from_float(const float* src, DType dtype, void* dst, size_t n) {
+  impl::from_float(host(), src, dtype, dst, n);
+}
+
+uint64_t hash_indices(const int64_t* indices, int64_t k) {
+  return impl::hash_indices(host(), indices, k);
+}
+
+}  // namespace kernels
+}  // namespace arcreduce

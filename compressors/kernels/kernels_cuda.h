@@ -1,0 +1,53 @@
+// The CUDA build of the kernels of kernels.h (library arcreduce_cuda_kernels, built by nvcc when
+// ARCREDUCE_CUDA is on). Same contracts and same code (kernels_impl.h) as the CPU functions,
+// except: every pointer is device memory, work is enqueued on `stream` (borrowed, not owned).
+// Element-wise kernels return without synchronising; functions that return a value
+// (hash_indices) or size their work from the data (top_k_rows, top_k_abs) synchronise with
+// the stream. Results are bit-identical across runs and ranks of the same build; they may differ
+// from the CPU build in the last bits (nvcc contracts a * b + c into FMA, libm differs), so all
+// ranks of a job must use one kind of device for a tensor. philox_key and sample_indices are
+// host functions: use the ones of kernels.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "arcreduce/types.h"
+
+namespace arcreduce {
+namespace kernels {
+namespace cuda {
+
+void fill_gaussian(uint64_t key, float* out, size_t n, cudaStream_t stream);
+
+void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p,
+            cudaStream_t stream);
+void sketch_row_scores(const float* p, int64_t n, int r, float* scores, cudaStream_t stream);
+void row_sq_norms(const float* y, int64_t n, int64_t m, float* scores, cudaStream_t stream);
+void top_k_rows(const float* scores, int64_t n, int64_t k, int64_t* rows, cudaStream_t stream);
+void gather_rows(const float* y, int64_t m, const int64_t* rows, int64_t k, float* packed,
+                 cudaStream_t stream);
+void scatter_rows(const float* packed, int64_t m, const int64_t* rows, int64_t k, float* y,
+                  cudaStream_t stream);
+
+void top_k_abs(const float* x, int64_t n, int64_t k, int64_t* indices, cudaStream_t stream);
+void gather(const float* x, const int64_t* indices, int64_t k, float* out, cudaStream_t stream);
+void scatter_add(const float* values, const int64_t* indices, int64_t k, float alpha, float* y,
+                 cudaStream_t stream);
+void scatter(const float* values, const int64_t* indices, int64_t k, float* y, cudaStream_t stream);
+
+void fill(float* y, size_t n, float value, cudaStream_t stream);
+void scale(float* y, size_t n, float alpha, cudaStream_t stream);
+void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t stream);
+void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream);
+
+void to_float(const void* src, DType dtype, float* dst, size_t n, cudaStream_t stream);
+void from_float(const float* src, DType dtype, void* dst, size_t n, cudaStream_t stream);
+
+uint64_t hash_indices(const int64_t* indices, int64_t k, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace arcreduce

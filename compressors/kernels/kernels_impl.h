@@ -1,0 +1,370 @@
+// The kernels of kernels.h, written once as templates over a Thrust execution policy. The CPU
+// build (kernels_cpu.cc) instantiates them with thrust::cpp::par, the CUDA build
+// (kernels_cuda.cu) with thrust::cuda::par_nosync.on(stream); pointers belong to the policy's
+// system. Functors are ARC_HOST_DEVICE and touch only what they are given.
+//
+// Performance notes (CPU): loops inside functors keep a fixed number of independent partial
+// sums, combined in a fixed order, so that g++ vectorises them without -ffast-math and the
+// result does not depend on the compiler's choices. Per-row functors suit the CPU (one row is a
+// contiguous stream); the CUDA path gets the same results but is not tuned yet.
+#pragma once
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/gather.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/scatter.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "arcreduce/types.h"
+#include "compressors/kernels/philox.h"
+#include "compressors/kernels/select_impl.h"
+#include "ops/half.h"
+
+namespace arcreduce {
+namespace kernels {
+namespace impl {
+inline namespace ARC_KERNELS_ABI {
+
+template <class T>
+thrust::counting_iterator<T> count_from(T first) {
+  return thrust::counting_iterator<T>(first);
+}
+
+// --- randomness ------------------------------------------------------------------------------
+
+// One Philox block gives four Gaussians: elements 4b..4b+3 of the stream.
+struct GaussianBlock {
+  uint64_t key;
+  float* out;
+  uint64_t n;
+  ARC_HOST_DEVICE void operator()(uint64_t block) const {
+    const Philox4x32 bits = philox_block(key, kDomainGaussian, block);
+    float z[4];
+    box_muller(bits.v[0], bits.v[1], &z[0], &z[1]);
+    box_muller(bits.v[2], bits.v[3], &z[2], &z[3]);
+    const uint64_t base = block * 4;
+    for (uint64_t j = 0; j < 4 && base + j < n; ++j) out[base + j] = z[j];
+  }
+};
+
+template <class Exec>
+void fill_gaussian(Exec&& exec, uint64_t key, float* out, size_t n) {
+  const uint64_t blocks = (static_cast<uint64_t>(n) + 3) / 4;
+  thrust::for_each(exec, count_from<uint64_t>(0), count_from(blocks), GaussianBlock{key, out, n});
+}
+
+// --- ARC-Top-K -------------------------------------------------------------------------------
+
+// Dot products keep kLanes independent partial sums (one SIMD register's worth on the CPU),
+// combined by a fixed tree: deterministic, and vectorised by g++ without -ffast-math.
+constexpr int kLanes = 8;
+
+ARC_HOST_DEVICE inline float sum_lanes(const float* acc) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// vt (r x m) = transpose of v (m x r), so that each column of v is contiguous.
+struct Transpose {
+  const float* v;
+  int64_t m;
+  int r;
+  float* vt;
+  ARC_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t i = e / r, c = e % r;
+    vt[c * m + i] = v[e];
+  }
+};
+
+// One row of p = y v for a compile-time sketch rank R: the row of y is read once and
+// multiplied into R dot products with the contiguous columns vt[c].
+template <int R>
+struct SketchRowFixed {
+  const float* y;
+  int64_t m;
+  const float* vt;
+  float* p;
+  ARC_HOST_DEVICE void operator()(int64_t row) const {
+    const float* yr = y + row * m;
+    float acc[R][kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes) {
+      for (int c = 0; c < R; ++c) {
+        for (int l = 0; l < kLanes; ++l) acc[c][l] += yr[i + l] * vt[c * m + i + l];
+      }
+    }
+    for (int l = 0; i < m; ++i, ++l) {
+      for (int c = 0; c < R; ++c) acc[c][l] += yr[i] * vt[c * m + i];
+    }
+    for (int c = 0; c < R; ++c) p[row * R + c] = sum_lanes(acc[c]);
+  }
+};
+
+// Any other rank: the same summation order, one output column at a time.
+struct SketchRowAny {
+  const float* y;
+  int64_t m;
+  const float* vt;
+  int r;
+  float* p;
+  ARC_HOST_DEVICE void operator()(int64_t row) const {
+    const float* yr = y + row * m;
+    for (int c = 0; c < r; ++c) {
+      const float* col = vt + c * m;
+      float acc[kLanes] = {};
+      int64_t i = 0;
+      for (; i + kLanes <= m; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) acc[l] += yr[i + l] * col[i + l];
+      }
+      for (int l = 0; i < m; ++i, ++l) acc[l] += yr[i] * col[i];
+      p[row * r + c] = sum_lanes(acc);
+    }
+  }
+};
+
+template <class Exec>
+void sketch(Exec&& exec, const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
+  if (n <= 0 || r <= 0) return;
+  auto vt = make_temp<float>(exec, m * r);
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(m * r), Transpose{v, m, r, vt.get()});
+  auto rows = [&](auto functor) {
+    thrust::for_each(exec, count_from<int64_t>(0), count_from(n), functor);
+  };
+  switch (r) {
+    case 1:
+      return rows(SketchRowFixed<1>{y, m, vt.get(), p});
+    case 2:
+      return rows(SketchRowFixed<2>{y, m, vt.get(), p});
+    case 4:
+      return rows(SketchRowFixed<4>{y, m, vt.get(), p});
+    case 8:
+      return rows(SketchRowFixed<8>{y, m, vt.get(), p});
+    default:
+      return rows(SketchRowAny{y, m, vt.get(), r, p});
+  }
+}
+
+struct SketchScore {
+  const float* p;
+  int r;
+  ARC_HOST_DEVICE float operator()(int64_t row) const {
+    float sum = 0.0f;
+    for (int c = 0; c < r; ++c) sum += p[row * r + c] * p[row * r + c];
+    return sum;
+  }
+};
+
+template <class Exec>
+void sketch_row_scores(Exec&& exec, const float* p, int64_t n, int r, float* scores) {
+  thrust::transform(exec, count_from<int64_t>(0), count_from(n), scores, SketchScore{p, r});
+}
+
+struct RowSqNorm {
+  const float* y;
+  int64_t m;
+  ARC_HOST_DEVICE float operator()(int64_t row) const {
+    const float* yr = y + row * m;
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += yr[i + l] * yr[i + l];
+    }
+    for (int l = 0; i < m; ++i, ++l) acc[l] += yr[i] * yr[i];
+    return sum_lanes(acc);
+  }
+};
+
+template <class Exec>
+void row_sq_norms(Exec&& exec, const float* y, int64_t n, int64_t m, float* scores) {
+  thrust::transform(exec, count_from<int64_t>(0), count_from(n), scores, RowSqNorm{y, m});
+}
+
+template <class Exec>
+void top_k_rows(Exec&& exec, const float* scores, int64_t n, int64_t k, int64_t* rows) {
+  select_top_k(exec, OrderKey{scores}, n, k, rows);
+}
+
+// Copies row rows[j] of `from` to row j of `to` (gather) or the reverse (scatter).
+template <bool kGather>
+struct CopyRow {
+  const float* from;
+  float* to;
+  int64_t m;
+  const int64_t* rows;
+  ARC_HOST_DEVICE void operator()(int64_t j) const {
+    const float* src = from + (kGather ? rows[j] : j) * m;
+    float* dst = to + (kGather ? j : rows[j]) * m;
+    for (int64_t c = 0; c < m; ++c) dst[c] = src[c];
+  }
+};
+
+template <class Exec>
+void gather_rows(Exec&& exec, const float* y, int64_t m, const int64_t* rows, int64_t k,
+                 float* packed) {
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(k), CopyRow<true>{y, packed, m, rows});
+}
+
+template <class Exec>
+void scatter_rows(Exec&& exec, const float* packed, int64_t m, const int64_t* rows, int64_t k,
+                  float* y) {
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(k), CopyRow<false>{packed, y, m, rows});
+}
+
+// --- element selection -----------------------------------------------------------------------
+
+template <class Exec>
+void top_k_abs(Exec&& exec, const float* x, int64_t n, int64_t k, int64_t* indices) {
+  select_top_k(exec, AbsKey{x}, n, k, indices);
+}
+
+template <class Exec>
+void gather(Exec&& exec, const float* x, const int64_t* indices, int64_t k, float* out) {
+  thrust::gather(exec, indices, indices + k, x, out);
+}
+
+struct ScatterAdd {
+  const float* values;
+  const int64_t* indices;
+  float alpha;
+  float* y;
+  ARC_HOST_DEVICE void operator()(int64_t i) const { y[indices[i]] += alpha * values[i]; }
+};
+
+template <class Exec>
+void scatter_add(Exec&& exec, const float* values, const int64_t* indices, int64_t k, float alpha,
+                 float* y) {
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(k),
+                   ScatterAdd{values, indices, alpha, y});
+}
+
+template <class Exec>
+void scatter(Exec&& exec, const float* values, const int64_t* indices, int64_t k, float* y) {
+  thrust::scatter(exec, values, values + k, indices, y);
+}
+
+// --- element-wise ----------------------------------------------------------------------------
+
+struct Scale {
+  float alpha;
+  ARC_HOST_DEVICE float operator()(float y) const { return alpha * y; }
+};
+struct Axpby {
+  float a, b;
+  ARC_HOST_DEVICE float operator()(float x, float y) const { return a * x + b * y; }
+};
+struct Minus {
+  ARC_HOST_DEVICE float operator()(float x, float y) const { return x - y; }
+};
+
+template <class Exec>
+void fill(Exec&& exec, float* y, size_t n, float value) {
+  thrust::fill(exec, y, y + n, value);
+}
+template <class Exec>
+void scale(Exec&& exec, float* y, size_t n, float alpha) {
+  thrust::transform(exec, y, y + n, y, Scale{alpha});
+}
+template <class Exec>
+void axpby(Exec&& exec, float a, const float* x, float b, float* y, size_t n) {
+  thrust::transform(exec, x, x + n, y, y, Axpby{a, b});
+}
+template <class Exec>
+void subtract(Exec&& exec, const float* x, const float* y, float* out, size_t n) {
+  thrust::transform(exec, x, x + n, y, out, Minus{});
+}
+
+// --- casts -----------------------------------------------------------------------------------
+
+struct Fp16ToFloat {
+  ARC_HOST_DEVICE float operator()(uint16_t h) const { return fp16_to_float(h); }
+};
+struct Bf16ToFloat {
+  ARC_HOST_DEVICE float operator()(uint16_t b) const { return bf16_to_float(b); }
+};
+struct DoubleToFloat {
+  ARC_HOST_DEVICE float operator()(double d) const { return static_cast<float>(d); }
+};
+struct FloatToFp16 {
+  ARC_HOST_DEVICE uint16_t operator()(float f) const { return float_to_fp16(f); }
+};
+struct FloatToBf16 {
+  ARC_HOST_DEVICE uint16_t operator()(float f) const { return float_to_bf16(f); }
+};
+struct FloatToDouble {
+  ARC_HOST_DEVICE double operator()(float f) const { return f; }
+};
+
+template <class Exec>
+void to_float(Exec&& exec, const void* src, DType dtype, float* dst, size_t n) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      const auto* s = static_cast<const float*>(src);
+      thrust::copy(exec, s, s + n, dst);
+      return;
+    }
+    case DType::kFloat64: {
+      const auto* s = static_cast<const double*>(src);
+      thrust::transform(exec, s, s + n, dst, DoubleToFloat{});
+      return;
+    }
+    case DType::kFloat16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      thrust::transform(exec, s, s + n, dst, Fp16ToFloat{});
+      return;
+    }
+    case DType::kBFloat16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      thrust::transform(exec, s, s + n, dst, Bf16ToFloat{});
+      return;
+    }
+  }
+}
+
+template <class Exec>
+void from_float(Exec&& exec, const float* src, DType dtype, void* dst, size_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      thrust::copy(exec, src, src + n, static_cast<float*>(dst));
+      return;
+    case DType::kFloat64:
+      thrust::transform(exec, src, src + n, static_cast<double*>(dst), FloatToDouble{});
+      return;
+    case DType::kFloat16:
+      thrust::transform(exec, src, src + n, static_cast<uint16_t*>(dst), FloatToFp16{});
+      return;
+    case DType::kBFloat16:
+      thrust::transform(exec, src, src + n, static_cast<uint16_t*>(dst), FloatToBf16{});
+      return;
+  }
+}
+
+// --- consistency hash ------------------------------------------------------------------------
+
+// Term j mixes the position with the index, so the (commutative, exactly associative) wrapping
+// sum of terms is order sensitive yet reducible in parallel in any order.
+struct IndexHashTerm {
+  const int64_t* indices;
+  ARC_HOST_DEVICE uint64_t operator()(int64_t j) const {
+    return mix64(static_cast<uint64_t>(indices[j]) ^ mix64(static_cast<uint64_t>(j)));
+  }
+};
+struct AddU64 {
+  ARC_HOST_DEVICE uint64_t operator()(uint64_t a, uint64_t b) const { return a + b; }
+};
+
+template <class Exec>
+uint64_t hash_indices(Exec&& exec, const int64_t* indices, int64_t k) {
+  const uint64_t sum = thrust::transform_reduce(exec, count_from<int64_t>(0), count_from(k),
+                                                IndexHashTerm{indices}, uint64_t{0}, AddU64{});
+  return mix64(sum ^ mix64(static_cast<uint64_t>(k) + 0x5bd1e995ull));
+}
+
+}  // namespace ARC_KERNELS_ABI
+}  // namespace impl
+}  // namespace kernels
+}  // namespace arcreduce

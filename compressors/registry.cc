@@ -1,0 +1,17 @@
+#include "compressors/arctopk.h"
+#include "compressors/compressor.h"
+#include "compressors/fp16.h"
+#include "compressors/randk.h"
+#include "compressors/topk.h"
+
+namespace arcreduce {
+
+std::unique_ptr<Compressor> make_compressor(const std::string& name) {
+  if (name == "arctopk") return std::make_unique<ArcTopK>();
+  if (name == "topk") return std::make_unique<TopK>();
+  if (name == "randk") return std::make_unique<RandK>();
+  if (name == "fp16") return std::make_unique<Fp16>();
+  return nullptr;
+}
+
+}  // namespace arcreduce

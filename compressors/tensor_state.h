@@ -1,0 +1,47 @@
+// Per-tensor compressor state of one rank, keyed by tensor name (buckets change from step to
+// step; names do not): step counters and error-feedback buffers in fp32. save()/load() write and
+// read all of it (docs/compressors.md, "State files").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace arcreduce {
+
+struct TensorState {
+  size_t elements = 0;
+  uint64_t reductions = 0;        // every reduction (counts warm-up steps)
+  uint64_t compressed_steps = 0;  // compressed reductions: keys the shared randomness
+  bool ef_started = false;        // error feedback has seen this tensor
+  std::vector<float> e;           // ef14 residual
+  std::vector<float> h;           // ef21/ef21m local estimate h_i
+  std::vector<float> hbar;        // ef21/ef21m global estimate (equal on all ranks)
+  std::vector<float> v;           // ef21m momentum
+};
+
+class StateStore {
+ public:
+  // The state of `name`. A tensor whose element count changed starts over, except when its
+  // state came from load(): then the file belongs to another model and this throws Error.
+  TensorState& get(const std::string& name, size_t elements);
+
+  // Throws Error with the path and the reason on I/O failure. Format: magic, version, rank,
+  // world size, tensor count, per tensor (name, counters, buffers), FNV-1a checksum.
+  void save(const std::string& path, int rank, int size) const;
+  // Replaces all state. Rejects a file of another rank or world size, another version, a
+  // corrupted or truncated file. Tensors submitted later that the file does not know are an
+  // error (another tensor set), unless the file was empty.
+  void load(const std::string& path, int rank, int size);
+
+  std::mutex& mutex() const { return mutex_; }
+
+ private:
+  std::map<std::string, TensorState> states_;
+  bool loaded_ = false;  // states_ came from a file
+  mutable std::mutex mutex_;
+};
+
+}  // namespace arcreduce

@@ -1,0 +1,106 @@
+#include "compressors/topk.h"
+
+#include <cstring>
+#include <limits>
+
+#include "compressors/dense_mean.h"
+#include "compressors/kernels/kernels.h"
+#include "compressors/matrix_view.h"
+
+namespace arcreduce {
+namespace {
+
+struct Selection {
+  CompressTensor* t;
+  bool rows;           // row granularity: indices are rows of `cols` values
+  int64_t cols = 1;    // values per index
+  int64_t k = 0;       // indices kept
+  size_t values = 0;   // offset (floats) of this tensor's values in a rank's block
+  size_t indices = 0;  // offset (int32) of its indices in a rank's block
+};
+
+}  // namespace
+
+void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
+  const bool by_row = ctx.spec.granularity == "row";
+  std::vector<CompressTensor*> dense;
+  std::vector<Selection> selected;
+  size_t value_count = 0, index_count = 0;
+  for (CompressTensor& t : bucket) {
+    const MatrixView view = matrix_view(t.shape);
+    const bool eligible = static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements &&
+                          t.elements > 0 && (!by_row || view.usable);
+    if (!eligible) {
+      dense.push_back(&t);
+      ++ctx.stats.dense_fallbacks;
+      continue;
+    }
+    if (t.elements > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw Error("topk: tensor '" + t.name + "' has more than 2^31 elements");
+    }
+    Selection s{&t, by_row};
+    const int64_t units = by_row ? view.rows : static_cast<int64_t>(t.elements);
+    s.cols = by_row ? view.cols : 1;
+    s.k = kept(ctx.spec.ratio, units);
+    s.values = value_count;
+    s.indices = index_count;
+    value_count += static_cast<size_t>(s.k * s.cols);
+    index_count += static_cast<size_t>(s.k);
+    selected.push_back(s);
+  }
+
+  // This rank's block: values (fp32) then indices (int32).
+  const size_t block_bytes = value_count * sizeof(float) + index_count * sizeof(int32_t);
+  std::vector<uint8_t> block(block_bytes);
+  auto* my_values = reinterpret_cast<float*>(block.data());
+  auto* my_indices = reinterpret_cast<int32_t*>(block.data() + value_count * sizeof(float));
+  std::vector<int64_t> idx;
+  std::vector<float> scores;
+  for (const Selection& s : selected) {
+    CompressTensor& t = *s.t;
+    idx.resize(static_cast<size_t>(s.k));
+    if (s.rows) {
+      const int64_t n = static_cast<int64_t>(t.elements) / s.cols;
+      scores.resize(static_cast<size_t>(n));
+      kernels::row_sq_norms(t.input, n, s.cols, scores.data());
+      kernels::top_k_rows(scores.data(), n, s.k, idx.data());
+      kernels::gather_rows(t.input, s.cols, idx.data(), s.k, my_values + s.values);
+      ctx.stats.selected_rows += static_cast<uint64_t>(s.k);
+    } else {
+      kernels::top_k_abs(t.input, static_cast<int64_t>(t.elements), s.k, idx.data());
+      kernels::gather(t.input, idx.data(), s.k, my_values + s.values);
+    }
+    for (int64_t i = 0; i < s.k; ++i) my_indices[s.indices + i] = static_cast<int32_t>(idx[i]);
+    ctx.stats.value_bytes += static_cast<uint64_t>(s.k * s.cols) * sizeof(float);
+    ctx.stats.index_bytes += static_cast<uint64_t>(s.k) * sizeof(int32_t);
+  }
+
+  const int world = ctx.comm.size();
+  std::vector<uint8_t> all(block_bytes * world);
+  if (block_bytes) ctx.comm.allgather(block.data(), block_bytes, all.data());
+  const float inv_n = 1.0f / static_cast<float>(world);
+  std::vector<float> row;
+  for (const Selection& s : selected) {
+    CompressTensor& t = *s.t;
+    kernels::fill(t.output, t.elements, 0.0f);
+    if (t.contribution) kernels::fill(t.contribution, t.elements, 0.0f);
+    idx.resize(static_cast<size_t>(s.k * s.cols));
+    for (int r = 0; r < world; ++r) {
+      const uint8_t* base = all.data() + r * block_bytes;
+      const auto* values = reinterpret_cast<const float*>(base) + s.values;
+      const auto* indices =
+          reinterpret_cast<const int32_t*>(base + value_count * sizeof(float)) + s.indices;
+      // Expand row indices to element indices so one scatter_add handles both granularities.
+      for (int64_t i = 0; i < s.k; ++i) {
+        for (int64_t c = 0; c < s.cols; ++c) idx[i * s.cols + c] = indices[i] * s.cols + c;
+      }
+      kernels::scatter_add(values, idx.data(), s.k * s.cols, inv_n, t.output);
+      if (r == ctx.comm.rank() && t.contribution) {
+        kernels::scatter(values, idx.data(), s.k * s.cols, t.contribution);
+      }
+    }
+  }
+  dense_mean(dense, ctx.comm);
+}
+
+}  // namespace arcreduce

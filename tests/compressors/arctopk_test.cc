@@ -1,0 +1,137 @@
+// ARC-Top-K against a naive reference: sketch in double with the same shared projection, rows
+// selected from the summed sketch, output = exact mean on those rows and zero elsewhere.
+#include <gtest/gtest.h>
+
+#include "compressors/kernels/kernels.h"
+#include "compressors/matrix_view.h"
+#include "tests/compressors/compressor_harness.h"
+
+namespace arcreduce {
+namespace testing {
+namespace {
+
+Config arc_config(int r) {
+  Config c;
+  c.sketch_rank = r;
+  c.min_compress_elements = 0;
+  c.seed = 7;
+  c.check_consistency = true;
+  return c;
+}
+
+CompressionSpec spec(double ratio, const std::string& ef = "none") {
+  return CompressionSpec{"arctopk", ratio, ef, ""};
+}
+
+// Rows the ARC reference selects for tensor `t` of `world` ranks.
+std::vector<int64_t> reference_rows(int world, const TensorSpec& t, const Config& c, double ratio,
+                                    const InputFn& input, size_t index, uint64_t step, bool exact) {
+  const MatrixView v = matrix_view(t.shape);
+  const int64_t n = v.rows, m = v.cols, r = c.sketch_rank;
+  std::vector<double> summed(exact ? n * m : n * r, 0.0);
+  std::vector<float> proj(m * r);
+  kernels::fill_gaussian(kernels::philox_key(c.seed, t.name, step), proj.data(), proj.size());
+  for (int rank = 0; rank < world; ++rank) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < m; ++j) {
+        const double y = input(rank, index, i * m + j, 0);
+        if (exact) {
+          summed[i * m + j] += y;
+        } else {
+          for (int64_t q = 0; q < r; ++q) summed[i * r + q] += y * proj[j * r + q];
+        }
+      }
+    }
+  }
+  const int64_t width = exact ? m : r;
+  std::vector<double> score(n, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t q = 0; q < width; ++q) score[i] += summed[i * width + q] * summed[i * width + q];
+  }
+  return naive_top_k(score, kept(ratio, n));
+}
+
+void expect_arc_output(int world, const std::vector<TensorSpec>& tensors, int r, double ratio,
+                       const std::vector<bool>& exact) {
+  const Config c = arc_config(r);
+  auto results = run_compressor(world, "arctopk", spec(ratio), c, tensors, smooth_input);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const MatrixView v = matrix_view(tensors[t].shape);
+    auto rows = reference_rows(world, tensors[t], c, ratio, smooth_input, t, 0, exact[t]);
+    std::vector<bool> selected(v.rows, false);
+    for (int64_t row : rows) selected[row] = true;
+    for (int rank = 0; rank < world; ++rank) {
+      const auto& out = results[rank].output[t];
+      const auto& own = results[rank].contribution[t];
+      ASSERT_EQ(out, results[0].output[t]) << "rank " << rank << " differs";
+      for (int64_t i = 0; i < v.rows; ++i) {
+        for (int64_t j = 0; j < v.cols; ++j) {
+          const size_t e = i * v.cols + j;
+          double mean = 0;
+          for (int q = 0; q < world; ++q) mean += smooth_input(q, t, e, 0);
+          mean /= world;
+          const double want = selected[i] ? mean : 0.0;
+          const double mine = selected[i] ? smooth_input(rank, t, e, 0) : 0.0;
+          ASSERT_NEAR(out[e], want, 1e-5 * (1 + std::fabs(want)))
+              << tensors[t].name << " np" << world << " row " << i;
+          ASSERT_EQ(own[e], static_cast<float>(mine)) << "contribution row " << i;
+        }
+      }
+    }
+  }
+}
+
+class ArcTopKWorlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(ArcTopKWorlds, SketchPathMatchesReference) {
+  // 64 x 32, r = 4, k = 8: 64*4 + 8*32 < 64*32, so the sketch path runs; plus a 4-D conv-like
+  // tensor [8, 4, 3, 3] (2*3*3 = 18 divides 288: viewed 16 x 18).
+  expect_arc_output(GetParam(), {{"w", {64, 32}}, {"conv", {8, 4, 3, 3}}}, 4, 0.125,
+                    {false, false});
+}
+
+TEST_P(ArcTopKWorlds, ExactPathWhenSketchIsNotSmaller) {
+  // r >= m (40 x 4 with r = 4) and n*r + k*m >= n*m (10 x 6, r = 4, k = 5).
+  expect_arc_output(GetParam(), {{"narrow", {40, 4}}, {"small", {10, 6}}}, 4, 0.5, {true, true});
+}
+
+INSTANTIATE_TEST_SUITE_P(Np, ArcTopKWorlds, ::testing::Range(1, 9));
+
+TEST(ArcTopK, OneDimensionalAndTinyTensorsAreDenseMeans) {
+  Config c = arc_config(4);
+  c.min_compress_elements = 100;
+  std::vector<TensorSpec> tensors = {{"bias", {37}}, {"small", {5, 5}}, {"empty", {0, 3}}};
+  auto results = run_compressor(3, "arctopk", spec(0.1), c, tensors, smooth_input);
+  for (size_t t = 0; t < 2; ++t) {
+    for (size_t e = 0; e < tensors[t].elements(); ++e) {
+      double mean = 0;
+      for (int q = 0; q < 3; ++q) mean += smooth_input(q, t, e, 0);
+      EXPECT_NEAR(results[1].output[t][e], mean / 3, 1e-5);
+    }
+  }
+}
+
+TEST(ArcTopK, SelectionIsScaleInvariant) {
+  Config c = arc_config(4);
+  std::vector<TensorSpec> tensors = {{"w", {128, 48}}};
+  auto base = run_compressor(3, "arctopk", spec(0.05), c, tensors, smooth_input);
+  auto scaled = run_compressor(
+      3, "arctopk", spec(0.05), c, tensors,
+      [](int r, size_t t, size_t i, int s) { return 8.0f * smooth_input(r, t, i, s); });
+  EXPECT_EQ(nonzero_rows(base[0].output[0], 48), nonzero_rows(scaled[0].output[0], 48));
+  EXPECT_EQ(nonzero_rows(base[0].output[0], 48).size(), 6u);
+}
+
+TEST(ArcTopK, FreshProjectionEveryStep) {
+  Config c = arc_config(2);
+  std::vector<TensorSpec> tensors = {{"w", {256, 16}}};
+  // Inputs equal across steps: only the projection changes the selection.
+  auto same = [](int r, size_t t, size_t i, int) { return smooth_input(r, t, i, 0); };
+  auto one = run_compressor(2, "arctopk", spec(0.05), c, tensors, same, 1);
+  auto two = run_compressor(2, "arctopk", spec(0.05), c, tensors, same, 2);
+  EXPECT_NE(nonzero_rows(one[0].output[0], 16), nonzero_rows(two[0].output[0], 16));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace arcreduce

@@ -1,0 +1,178 @@
+// Compressed reductions through the whole runtime: every dtype, warm-up, stats, and save/load of
+// compressor state with a bit-exact resume.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "tests/runtime/loopback_harness.h"
+#include "tests/runtime/reference.h"
+
+namespace arcreduce {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+Config compressed_config() {
+  Config c = test_config();
+  c.compressor = "arctopk";
+  c.compress_ratio = 0.25;
+  c.error_feedback = "ef21m";
+  c.min_compress_elements = 0;
+  c.sketch_rank = 2;
+  return c;
+}
+
+// One step: every rank reduces three tensors with its step-dependent input; returns the outputs.
+std::vector<std::vector<double>> step(Runtime& rt, int rank, int s, DType dtype = DType::kFloat32,
+                                      const AllreduceOptions& options = {}) {
+  const std::vector<std::vector<int64_t>> shapes = {{32, 8}, {16}, {4, 6, 2, 2}};
+  std::vector<HostTensor> tensors;
+  std::vector<Handle> handles;
+  for (size_t t = 0; t < shapes.size(); ++t) tensors.emplace_back(dtype, shapes[t]);
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    for (size_t i = 0; i < tensors[t].count(); ++i) {
+      tensors[t].set(i, input_value(rank, static_cast<int>(t) + 3 * s, i));
+    }
+    handles.push_back(rt.allreduce_async("t" + std::to_string(t), tensors[t].view(), options));
+  }
+  std::vector<std::vector<double>> out;
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    Status st = rt.synchronize(handles[t]);
+    EXPECT_TRUE(st.ok()) << st.message();
+    out.emplace_back();
+    for (size_t i = 0; i < tensors[t].count(); ++i) out.back().push_back(tensors[t].get(i));
+  }
+  return out;
+}
+
+TEST(Compressed, EveryDtypeRatioOneEqualsDense) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (const char* compressor : {"arctopk", "topk", "randk", "fp16"}) {
+      Config c = compressed_config();
+      c.compress_ratio = 1.0;
+      c.error_feedback = "ef14";
+      c.compressor = compressor;
+      run_runtimes(3, c, [&](Runtime& rt, int rank) {
+        for (int s = 0; s < 2; ++s) {
+          auto out = step(rt, rank, s, dtype);
+          for (size_t t = 0; t < out.size(); ++t) {
+            for (size_t i = 0; i < out[t].size(); ++i) {
+              const double want =
+                  expected_value(3, static_cast<int>(t) + 3 * s, i, ReduceOp::kAverage);
+              ASSERT_NEAR(out[t][i], want, tolerance(dtype, 3, 16) + 16.0 / 1024)
+                  << compressor << " " << dtype_name(dtype);
+            }
+          }
+        }
+        EXPECT_EQ(rt.stats().compressors.at(compressor).tensors, 6u);
+      });
+    }
+  }
+}
+
+TEST(Compressed, SumIsSizeTimesMean) {
+  Config c = compressed_config();
+  c.compress_ratio = 1.0;
+  run_runtimes(4, c, [&](Runtime& rt, int rank) {
+    AllreduceOptions sum;
+    sum.op = ReduceOp::kSum;
+    auto out = step(rt, rank, 0, DType::kFloat32, sum);
+    for (size_t i = 0; i < out[0].size(); ++i) {
+      ASSERT_NEAR(out[0][i], expected_value(4, 0, i, ReduceOp::kSum), 1e-4);
+    }
+  });
+}
+
+TEST(Compressed, WarmupStepsAreDense) {
+  Config c = compressed_config();
+  c.warmup_steps = 2;
+  run_runtimes(2, c, [&](Runtime& rt, int rank) {
+    // Steps 0-1 warm-up, step 2 the error feedback's warm start (dense), step 3 compressed.
+    for (int s = 0; s < 4; ++s) step(rt, rank, s);
+    const Stats stats = rt.stats();
+    const CompressorStats& st = stats.compressors.at("arctopk");
+    EXPECT_EQ(st.warmup_tensors, 6u);
+    EXPECT_EQ(st.tensors, 12u);
+    EXPECT_EQ(st.dense_fallbacks, 1u);  // the 1-D tensor in step 3
+    EXPECT_GT(st.sketch_bytes, 0u);
+    EXPECT_GT(st.selected_rows, 0u);
+  });
+}
+
+TEST(Compressed, SaveLoadResumesBitForBit) {
+  const int world = 3;
+  const std::string dir = ::testing::TempDir();
+  auto path = [&](int rank) { return dir + "/arc_state_" + std::to_string(rank) + ".bin"; };
+  std::vector<std::vector<std::vector<double>>> uninterrupted(world), resumed(world);
+  run_runtimes(world, compressed_config(), [&](Runtime& rt, int rank) {
+    for (int s = 0; s < 3; ++s) step(rt, rank, s);
+    rt.save_state(path(rank));
+    for (int s = 3; s < 6; ++s) uninterrupted[rank] = step(rt, rank, s);
+  });
+  run_runtimes(world, compressed_config(), [&](Runtime& rt, int rank) {
+    rt.load_state(path(rank));
+    for (int s = 3; s < 6; ++s) resumed[rank] = step(rt, rank, s);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(resumed[r], uninterrupted[r]) << "rank " << r;
+
+  // Wrong rank, corrupted file, another tensor set.
+  run_runtimes(world, compressed_config(), [&](Runtime& rt, int rank) {
+    try {
+      rt.load_state(path((rank + 1) % world));
+      ADD_FAILURE() << "loaded another rank's file";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("saved by rank"));
+    }
+  });
+  run_runtimes(1, compressed_config(), [&](Runtime& rt, int) {
+    try {
+      rt.load_state(path(0));
+      ADD_FAILURE() << "loaded a file of another world size";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("saved by rank 0 of 3, loaded by rank 0 of 1"));
+    }
+  });
+  {
+    std::fstream f(path(0), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  run_runtimes(1, compressed_config(), [&](Runtime& rt, int) {
+    try {
+      rt.load_state(path(0));
+      ADD_FAILURE() << "loaded a corrupted file";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("corrupted"));
+    }
+    try {
+      rt.load_state(dir + "/does_not_exist.bin");
+      ADD_FAILURE();
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("cannot open"));
+    }
+  });
+}
+
+TEST(Compressed, AnotherTensorSetIsRejectedAtFirstUse) {
+  const std::string file = ::testing::TempDir() + "/arc_state_set.bin";
+  run_runtimes(1, compressed_config(), [&](Runtime& rt, int rank) {
+    step(rt, rank, 0);
+    rt.save_state(file);
+  });
+  run_runtimes(1, compressed_config(), [&](Runtime& rt, int) {
+    rt.load_state(file);
+    std::vector<float> other(64, 1.0f);
+    Status s = rt.synchronize(
+        rt.allreduce_async("other", Tensor{other.data(), DType::kFloat32, {8, 8}}, {}));
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr("'other'"));
+    EXPECT_THAT(s.message(), HasSubstr("another set of tensors"));
+  });
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace arcreduce
