@@ -9,6 +9,7 @@ packages=(
   libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev
   clang-format
+  gnuplot-nox  # plots of examples/02_robust_shifted_objective (--plot)
 )
 
 missing=()

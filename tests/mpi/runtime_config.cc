@@ -17,16 +17,14 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "tests/mpi/runtime_process.h"
 #include "tests/mpi/runtime_test_util.h"
 
 namespace {
@@ -130,19 +128,8 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, std::chrono::seconds(30), [&] { return done; })) {
-      std::fprintf(stderr,
-                   "[rank %d] FAIL: watchdog: init() or the check after it did not "
-                   "return within 30 s; aborting\n",
-                   g_rank);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
+  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(30), [] {
+    return "FAIL: watchdog: init() or the check after it did not return within 30 s; aborting";
   });
 
   std::string error;
@@ -202,15 +189,5 @@ int main(int argc, char** argv) {
     }
   }
 
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    done = true;
-  }
-  cv.notify_all();
-  watchdog.join();
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::fprintf(stderr, "[rank %d] %s (%d failures)\n", g_rank, g_failures ? "FAIL" : "PASS",
-               g_failures);
-  MPI_Finalize();
-  return g_failures ? 1 : 0;
+  return arcreduce_test::finish(watchdog, g_rank, g_failures);
 }

@@ -11,19 +11,19 @@
 //   takes longer than --watchdog_seconds (default 100): a hang is a failure with a message.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "arcreduce/arcreduce.h"
+#include "tests/mpi/runtime_process.h"
 
 namespace {
 
@@ -94,25 +94,12 @@ int main(int argc, char** argv) {
   if (rank != 0) delete listeners.Release(listeners.default_result_printer());
   listeners.Append(new RankReporter(rank));
 
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  bool done = false;
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lock(done_mu);
-    if (!done_cv.wait_for(lock, std::chrono::seconds(watchdog_seconds), [&] { return done; })) {
-      std::string test;
-      {
-        std::lock_guard<std::mutex> g(g_mu);
-        test = g_current_test;
-      }
-      std::fprintf(stderr, "[rank %d] FAILURE: watchdog: still running %s after %d s; aborting\n",
-                   rank, test.c_str(), watchdog_seconds);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
+  arcreduce_test::Watchdog watchdog(rank, std::chrono::seconds(watchdog_seconds), [=] {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return "FAILURE: watchdog: still running " + g_current_test + " after " +
+           std::to_string(watchdog_seconds) + " s; aborting";
   });
 
-  int rc = 0;
   try {
     arcreduce::init();
   } catch (const std::exception& e) {
@@ -120,29 +107,12 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  rc = RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
   arcreduce::shutdown();
 
-  {
-    std::lock_guard<std::mutex> lock(done_mu);
-    done = true;
-  }
-  done_cv.notify_all();
-  watchdog.join();
-
-  int failed_ranks = 0;
-  int mine = rc != 0;
-  MPI_Allreduce(&mine, &failed_ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rc != 0) {
-    std::string list;
-    for (const auto& t : g_failed_tests) list += " " + t;
-    std::fprintf(stderr, "[rank %d] FAILED:%s\n", rank, list.c_str());
-  }
-  if (rank == 0) {
-    std::fprintf(stderr, "%s: %d of the job's ranks reported failures\n",
-                 failed_ranks ? "FAILED" : "PASSED", failed_ranks);
-  }
-  std::fflush(stderr);
-  MPI_Finalize();
-  return rc == 0 ? 0 : 1;
+  // Failures are counted in failed tests; RUN_ALL_TESTS() may fail with none (a global failure).
+  std::string failed = ":";
+  for (const auto& t : g_failed_tests) failed += " " + t;
+  const int failures = rc == 0 ? 0 : std::max<int>(1, static_cast<int>(g_failed_tests.size()));
+  return arcreduce_test::finish(watchdog, rank, failures, failed);
 }

@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/mpi/runtime_process.h"
 #include "tests/mpi/runtime_test_util.h"
 
 namespace {
@@ -185,17 +185,8 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  bool done = false;
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lock(done_mu);
-    if (!done_cv.wait_for(lock, std::chrono::seconds(45), [&] { return done; })) {
-      std::fprintf(stderr, "[rank %d] FAIL: watchdog: stuck at stage '%s' for 45 s; aborting\n",
-                   g_rank, current_stage().c_str());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
+  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(45), [] {
+    return "FAIL: watchdog: stuck at stage '" + current_stage() + "' for 45 s; aborting";
   });
 
   // Before init.
@@ -236,17 +227,7 @@ int main(int argc, char** argv) {
   arcreduce::shutdown();  // idempotent
   check_rejected_when_not_running("after_second_shutdown");
 
-  {
-    std::lock_guard<std::mutex> lock(done_mu);
-    done = true;
-  }
-  done_cv.notify_all();
-  watchdog.join();
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::fprintf(stderr, "[rank %d] %s (%d failures)\n", g_rank, g_failures ? "FAIL" : "PASS",
-               g_failures);
-  MPI_Finalize();
-  return g_failures ? 1 : 0;
+  return arcreduce_test::finish(watchdog, g_rank, g_failures);
 }
 
 namespace {

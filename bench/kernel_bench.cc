@@ -1,0 +1,229 @@
+// Throughput of the CPU kernels (compressors/kernels) against memcpy of the same buffer.
+// GB/s counts bytes of gradient processed per call (n x m fp32 for the row kernels, n fp32 for
+// the element kernels); gather/scatter count the rows or elements they move. Not a test: run
+//   kernel_bench [--benchmark_filter=Arc] [--benchmark_repetitions=5]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "compressors/kernels/kernels.h"
+
+namespace arcreduce {
+namespace kernels {
+namespace {
+
+constexpr int kSketchRank = 4;
+
+std::vector<float> gaussian(size_t n, uint64_t step) {
+  std::vector<float> out(n);
+  fill_gaussian(philox_key(1, "bench", step), out.data(), n);
+  return out;
+}
+
+int64_t one_percent(int64_t n) {
+  return std::max<int64_t>(1, n / 100);
+}
+
+// One gradient matrix with its projection and every output buffer of the ARC pipeline.
+struct ArcCase {
+  int64_t n, m, k;
+  std::vector<float> y, v, p, scores, packed;
+  std::vector<int64_t> rows;
+  explicit ArcCase(const benchmark::State& state)
+      : n(state.range(0)),
+        m(state.range(1)),
+        k(one_percent(n)),
+        y(gaussian(n * m, 0)),
+        v(gaussian(m * kSketchRank, 1)),
+        p(n * kSketchRank),
+        scores(n),
+        packed(k * m),
+        rows(k) {}
+  int64_t bytes() const { return n * m * static_cast<int64_t>(sizeof(float)); }
+  void select() {
+    sketch_row_scores(p.data(), n, kSketchRank, scores.data());
+    top_k_rows(scores.data(), n, k, rows.data());
+  }
+};
+
+void BM_Memcpy(benchmark::State& state) {
+  ArcCase c(state);
+  std::vector<float> dst(c.y.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), c.y.data(), c.bytes());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_Sketch(benchmark::State& state) {
+  ArcCase c(state);
+  for (auto _ : state) {
+    sketch(c.y.data(), c.n, c.m, c.v.data(), kSketchRank, c.p.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_RowScoresTopKRows(benchmark::State& state) {
+  ArcCase c(state);
+  sketch(c.y.data(), c.n, c.m, c.v.data(), kSketchRank, c.p.data());
+  for (auto _ : state) {
+    c.select();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_GatherRows(benchmark::State& state) {
+  ArcCase c(state);
+  sketch(c.y.data(), c.n, c.m, c.v.data(), kSketchRank, c.p.data());
+  c.select();
+  for (auto _ : state) {
+    gather_rows(c.y.data(), c.m, c.rows.data(), c.k, c.packed.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.k * c.m * int64_t{sizeof(float)});
+}
+
+void BM_ScatterRows(benchmark::State& state) {
+  ArcCase c(state);
+  sketch(c.y.data(), c.n, c.m, c.v.data(), kSketchRank, c.p.data());
+  c.select();
+  for (auto _ : state) {
+    scatter_rows(c.packed.data(), c.m, c.rows.data(), c.k, c.y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.k * c.m * int64_t{sizeof(float)});
+}
+
+// The whole compression of one tensor on one rank (the sketch All-Reduce excluded).
+void BM_ArcCompress(benchmark::State& state) {
+  ArcCase c(state);
+  for (auto _ : state) {
+    sketch(c.y.data(), c.n, c.m, c.v.data(), kSketchRank, c.p.data());
+    c.select();
+    gather_rows(c.y.data(), c.m, c.rows.data(), c.k, c.packed.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_FillGaussian(benchmark::State& state) {
+  std::vector<float> out(state.range(0));
+  for (auto _ : state) {
+    fill_gaussian(42, out.data(), out.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+void BM_TopKAbs(benchmark::State& state) {
+  const int64_t n = state.range(0), k = one_percent(n);
+  const auto x = gaussian(n, 2);
+  std::vector<int64_t> indices(k);
+  for (auto _ : state) {
+    top_k_abs(x.data(), n, k, indices.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * int64_t{sizeof(float)});
+}
+
+// k = 1% of n distinct indices; bytes are the k values added.
+void BM_ScatterAdd(benchmark::State& state) {
+  const int64_t n = state.range(0), k = one_percent(n);
+  std::vector<int64_t> indices(k);
+  sample_indices(3, n, k, indices.data());
+  const auto values = gaussian(k, 3);
+  std::vector<float> y(n, 0.0f);
+  for (auto _ : state) {
+    scatter_add(values.data(), indices.data(), k, 0.5f, y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * k * int64_t{sizeof(float)});
+}
+
+void BM_MemcpyElements(benchmark::State& state) {
+  const auto x = gaussian(state.range(0), 4);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    std::memcpy(y.data(), x.data(), x.size() * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+void BM_Axpby(benchmark::State& state) {
+  const auto x = gaussian(state.range(0), 4);
+  auto y = gaussian(state.range(0), 5);
+  for (auto _ : state) {
+    axpby(0.5f, x.data(), 0.5f, y.data(), y.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+void BM_Subtract(benchmark::State& state) {
+  const auto x = gaussian(state.range(0), 4), y = gaussian(state.range(0), 5);
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    subtract(x.data(), y.data(), out.data(), out.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+void BM_FromFloatFp16(benchmark::State& state) {
+  const auto x = gaussian(state.range(0), 6);
+  std::vector<uint16_t> h(x.size());
+  for (auto _ : state) {
+    from_float(x.data(), DType::kFloat16, h.data(), x.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+void BM_ToFloatFp16(benchmark::State& state) {
+  const auto x = gaussian(state.range(0), 6);
+  std::vector<uint16_t> h(x.size());
+  from_float(x.data(), DType::kFloat16, h.data(), x.size());
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    to_float(h.data(), DType::kFloat16, out.data(), out.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
+// Matrix shapes: a BERT-sized projection, its transpose, and a taller one.
+void matrix_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "m"})->Args({1536, 384})->Args({384, 1536})->Args({8192, 384});
+}
+// Element counts: 1536 x 384 and 8192 x 384.
+void element_counts(benchmark::internal::Benchmark* b) {
+  b->ArgName("n")->Arg(589824)->Arg(3145728);
+}
+
+BENCHMARK(BM_Memcpy)->Apply(matrix_shapes);
+BENCHMARK(BM_Sketch)->Apply(matrix_shapes);
+BENCHMARK(BM_RowScoresTopKRows)->Apply(matrix_shapes);
+BENCHMARK(BM_GatherRows)->Apply(matrix_shapes);
+BENCHMARK(BM_ScatterRows)->Apply(matrix_shapes);
+BENCHMARK(BM_ArcCompress)->Apply(matrix_shapes);
+BENCHMARK(BM_FillGaussian)->ArgName("n")->Arg(384 * kSketchRank)->Arg(1536 * kSketchRank);
+BENCHMARK(BM_MemcpyElements)->Apply(element_counts);
+BENCHMARK(BM_TopKAbs)->Apply(element_counts);
+BENCHMARK(BM_ScatterAdd)->Apply(element_counts);
+BENCHMARK(BM_Axpby)->Apply(element_counts);
+BENCHMARK(BM_Subtract)->Apply(element_counts);
+BENCHMARK(BM_FromFloatFp16)->Apply(element_counts);
+BENCHMARK(BM_ToFloatFp16)->Apply(element_counts);
+
+}  // namespace
+}  // namespace kernels
+}  // namespace arcreduce
+
+BENCHMARK_MAIN();

@@ -1,0 +1,139 @@
+// ARC-Top-K kernels: sketch, scores, row selection, row gather/scatter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "compressors/kernels/kernels.h"
+#include "tests/kernels/test_util.h"
+
+namespace arcreduce {
+namespace kernels {
+namespace {
+
+using testing::naive_top_k;
+using testing::random_floats;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+class SketchTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int>> {};
+
+TEST_P(SketchTest, MatchesDoubleReference) {
+  const auto [n, m, r] = GetParam();
+  const auto y = random_floats(n * m, 1);
+  const auto v = random_floats(m * r, 2);
+  std::vector<float> p(n * r + 1, -7.0f);  // one guard element
+  sketch(y.data(), n, m, v.data(), r, p.data());
+  for (int64_t j = 0; j < n; ++j) {
+    for (int c = 0; c < r; ++c) {
+      double exact = 0, magnitude = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        exact += double(y[j * m + i]) * v[i * r + c];
+        magnitude += std::fabs(double(y[j * m + i]) * v[i * r + c]);
+      }
+      // fp32 accumulation bound: (m + 1) roundings of at most 2^-24 relative each.
+      ASSERT_NEAR(p[j * r + c], exact, 6e-8 * double(m + 1) * magnitude) << j << "," << c;
+    }
+  }
+  EXPECT_EQ(p[n * r], -7.0f);
+  // Deterministic: bit-identical on a second run.
+  std::vector<float> again(n * r + 1, -7.0f);
+  sketch(y.data(), n, m, v.data(), r, again.data());
+  EXPECT_EQ(again, p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SketchTest,
+                         ::testing::Combine(::testing::Values(0, 1, 7, 64),
+                                            ::testing::Values(1, 3, 4, 13, 384),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8)));
+
+TEST(SketchRowScores, SumOfSquares) {
+  for (int r : {1, 3, 4}) {
+    const int64_t n = 11;
+    const auto p = random_floats(n * r, 3);
+    std::vector<float> scores(n);
+    sketch_row_scores(p.data(), n, r, scores.data());
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0;
+      for (int c = 0; c < r; ++c) exact += double(p[j * r + c]) * p[j * r + c];
+      EXPECT_NEAR(scores[j], exact, 1e-5 * exact);
+    }
+  }
+  sketch_row_scores(nullptr, 0, 4, nullptr);
+}
+
+TEST(RowSqNorms, SumOfSquares) {
+  for (int64_t m : {1, 7, 8, 9, 384}) {
+    const int64_t n = 5;
+    const auto y = random_floats(n * m, 4);
+    std::vector<float> scores(n);
+    row_sq_norms(y.data(), n, m, scores.data());
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0;
+      for (int64_t i = 0; i < m; ++i) exact += double(y[j * m + i]) * y[j * m + i];
+      EXPECT_NEAR(scores[j], exact, 1e-5 * exact) << "m=" << m;
+    }
+  }
+  row_sq_norms(nullptr, 0, 3, nullptr);
+}
+
+void expect_top_k_rows(const std::vector<float>& scores, int64_t k) {
+  std::vector<int64_t> rows(k + 1, -1);
+  top_k_rows(scores.data(), static_cast<int64_t>(scores.size()), k, rows.data());
+  EXPECT_EQ(rows[k], -1) << "wrote past k";
+  rows.resize(k);
+  EXPECT_EQ(rows, naive_top_k(scores, k)) << "n=" << scores.size() << " k=" << k;
+}
+
+TEST(TopKRows, SmallSizesAllK) {
+  for (int64_t n : {0, 1, 2, 3, 17}) {
+    const auto scores = random_floats(n, 5);
+    for (int64_t k = 0; k <= n; ++k) expect_top_k_rows(scores, k);
+  }
+}
+
+TEST(TopKRows, TiesGoToLowerRow) {
+  expect_top_k_rows(std::vector<float>(9, 2.5f), 4);
+  expect_top_k_rows({1, 3, 3, 2, 3, 0}, 2);
+  expect_top_k_rows({0.0f, -0.0f, 0.0f, -1.0f}, 2);  // -0 ties with +0
+  expect_top_k_rows(std::vector<float>(5000, 1.0f), 50);
+}
+
+TEST(TopKRows, NaNRanksAboveEverything) {
+  const float inf = std::numeric_limits<float>::infinity();
+  expect_top_k_rows({1.0f, kNaN, inf, -kNaN, 5.0f}, 1);
+  expect_top_k_rows({1.0f, kNaN, inf, -kNaN, 5.0f}, 3);
+  expect_top_k_rows({-inf, -1.0f, -2.0f, 0.0f}, 2);
+}
+
+TEST(TopKRows, LargeSampledPath) {
+  for (int64_t n : {2047, 2048, 8192, 100003}) {
+    auto scores = testing::abs_of(random_floats(n, 6));
+    for (int64_t k : {int64_t{1}, n / 100, n / 100 + 1, n / 2, n - 1}) expect_top_k_rows(scores, k);
+  }
+}
+
+TEST(GatherScatterRows, RoundTrip) {
+  const int64_t n = 9, m = 5;
+  const auto y = random_floats(n * m, 7);
+  const std::vector<int64_t> rows = {0, 3, 8};
+  std::vector<float> packed(rows.size() * m);
+  gather_rows(y.data(), m, rows.data(), rows.size(), packed.data());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    for (int64_t c = 0; c < m; ++c) EXPECT_EQ(packed[j * m + c], y[rows[j] * m + c]);
+  }
+  std::vector<float> out(n * m, 0.5f);
+  scatter_rows(packed.data(), m, rows.data(), rows.size(), out.data());
+  for (int64_t j = 0; j < n; ++j) {
+    const bool selected = j == 0 || j == 3 || j == 8;
+    for (int64_t c = 0; c < m; ++c) EXPECT_EQ(out[j * m + c], selected ? y[j * m + c] : 0.5f);
+  }
+  gather_rows(y.data(), m, nullptr, 0, nullptr);
+  scatter_rows(nullptr, m, nullptr, 0, out.data());
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace arcreduce
