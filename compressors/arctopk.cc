@@ -32,8 +32,11 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   const int r = ctx.config.sketch_rank;
   const float inv_n = 1.0f / static_cast<float>(ctx.comm.size());
   std::vector<Plan> plans;
-  PackedBuffer first, second;
-  std::vector<float> projection;
+  PackedBuffer& first = first_;
+  PackedBuffer& second = second_;
+  std::vector<float>& projection = projection_;
+  first.clear();
+  second.clear();
 
   for (CompressTensor& t : bucket) {
     Plan p{&t, Path::kDense, matrix_view(t.shape)};
@@ -64,7 +67,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   }
 
   // Selection: identical on every rank because it only reads summed data.
-  std::vector<float> scores;
+  std::vector<float>& scores = scores_;
   for (Plan& p : plans) {
     CompressTensor& t = *p.t;
     if (p.path == Path::kDense) {
@@ -97,7 +100,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
 
   std::vector<std::string> names;
   std::vector<uint64_t> hashes;
-  std::vector<float> packed;
+  std::vector<float>& packed = packed_;
   for (Plan& p : plans) {
     if (p.path == Path::kDense) continue;
     CompressTensor& t = *p.t;

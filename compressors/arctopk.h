@@ -5,13 +5,21 @@
 // one values All-Reduce.
 #pragma once
 
+#include <vector>
+
 #include "compressors/compressor.h"
+#include "compressors/dense_mean.h"
 
 namespace arcreduce {
 
 class ArcTopK : public Compressor {
  public:
   void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) override;
+
+ private:
+  // Reused across buckets: the two collectives' buffers and per-tensor scratch.
+  PackedBuffer first_, second_;
+  std::vector<float> projection_, scores_, packed_;
 };
 
 }  // namespace arcreduce

@@ -1,5 +1,6 @@
 #include "compressors/dense_mean.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "compressors/kernels/kernels.h"
@@ -7,8 +8,9 @@
 namespace arcreduce {
 
 size_t PackedBuffer::append(size_t n) {
-  size_t offset = data_.size();
-  data_.resize(offset + n);
+  const size_t offset = size_;
+  if (offset + n > storage_.size()) storage_.resize(std::max(offset + n, 2 * storage_.size()));
+  size_ += n;
   return offset;
 }
 

@@ -12,18 +12,20 @@ namespace arcreduce {
 // (pointers into a bucket). One All-Reduce for all of them; none when they are all empty.
 void dense_mean(const std::vector<CompressTensor*>& tensors, Communicator& comm);
 
-// Collective-friendly packing: a flat fp32 buffer holding segments back to back.
+// Collective-friendly packing: a flat fp32 buffer holding segments back to back. clear() keeps
+// the storage, and appended space is not zeroed, so a reused buffer costs no memory traffic.
 class PackedBuffer {
  public:
-  // Reserves `n` floats at the end and returns their offset.
+  // Reserves `n` floats (uninitialised) at the end and returns their offset.
   size_t append(size_t n);
-  float* at(size_t offset) { return data_.data() + offset; }
-  float* data() { return data_.data(); }
-  size_t size() const { return data_.size(); }
-  void clear() { data_.clear(); }
+  float* at(size_t offset) { return storage_.data() + offset; }
+  float* data() { return storage_.data(); }
+  size_t size() const { return size_; }
+  void clear() { size_ = 0; }
 
  private:
-  std::vector<float> data_;
+  std::vector<float> storage_;
+  size_t size_ = 0;
 };
 
 }  // namespace arcreduce

@@ -30,12 +30,19 @@ void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext&
 }
 
 void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  std::vector<std::vector<float>> x(bucket.size()), own(bucket.size());
+  if (work_.size() < bucket.size()) {
+    work_.resize(bucket.size());
+    own_.resize(bucket.size());
+    mean_.resize(bucket.size());
+  }
+  auto& x = work_;
+  auto& own = own_;
   std::vector<CompressTensor> inner = bucket;
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
     if (s.e.size() != s.elements) s.e.assign(s.elements, 0.0f);
-    x[i].assign(bucket[i].input, bucket[i].input + bucket[i].elements);
+    x[i].resize(bucket[i].elements);
+    std::memcpy(x[i].data(), bucket[i].input, bucket[i].elements * sizeof(float));
     kernels::axpby(1.0f, s.e.data(), 1.0f, x[i].data(), x[i].size());  // x = g + e
     own[i].resize(x[i].size());
     inner[i].input = x[i].data();
@@ -58,7 +65,14 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
   std::vector<CompressTensor> first;       // warm start: dense mean of the source
   std::vector<CompressTensor> compressed;  // c = C(source - h)
   std::vector<size_t> first_of, compressed_of;
-  std::vector<std::vector<float>> diff(bucket.size()), own(bucket.size()), mean(bucket.size());
+  if (work_.size() < bucket.size()) {
+    work_.resize(bucket.size());
+    own_.resize(bucket.size());
+    mean_.resize(bucket.size());
+  }
+  auto& diff = work_;
+  auto& own = own_;
+  auto& mean = mean_;
   for (size_t i = 0; i < bucket.size(); ++i) {
     CompressTensor& t = bucket[i];
     TensorState& s = store_.get(t.name, t.elements);

@@ -30,6 +30,8 @@ class ErrorFeedback : public Compressor {
   std::unique_ptr<Compressor> inner_;
   Kind kind_;
   StateStore& store_;
+  // Scratch reused across calls (per position in the bucket), so steady state allocates nothing.
+  std::vector<std::vector<float>> work_, own_, mean_;
 };
 
 // "ef14", "ef21", "ef21m" wrap `inner`; "none" returns it unwrapped.

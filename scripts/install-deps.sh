@@ -9,6 +9,8 @@ packages=(
   libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev
   clang-format
+  libbenchmark-dev  # bench/kernel_bench
+  libthrust-dev     # the kernels' Thrust headers where the CUDA toolkit's CCCL is absent
   gnuplot-nox  # plots of examples/02_robust_shifted_objective (--plot)
 )
 
