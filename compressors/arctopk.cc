@@ -106,7 +106,13 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     CompressTensor& t = *p.t;
     const int64_t m = p.view.cols;
     const size_t row_block = static_cast<size_t>(p.k) * m;
-    kernels::fill(t.output, t.elements, 0.0f);
+    t.sparse = t.allow_sparse;
+    if (t.sparse) {
+      t.rows = p.rows;
+      t.row_length = m;
+    } else {
+      kernels::fill(t.output, t.elements, 0.0f);
+    }
     const float* summed_rows;
     if (p.path == Path::kSketch) {
       summed_rows = second.at(p.second);
@@ -118,7 +124,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
     kernels::scatter_rows(summed_rows, m, p.rows.data(), p.k, t.output);
     if (t.contribution) {
-      kernels::fill(t.contribution, t.elements, 0.0f);
+      if (!t.sparse) kernels::fill(t.contribution, t.elements, 0.0f);
       packed.resize(row_block);
       kernels::gather_rows(t.input, m, p.rows.data(), p.k, packed.data());
       kernels::scatter_rows(packed.data(), m, p.rows.data(), p.k, t.contribution);

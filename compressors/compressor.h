@@ -25,10 +25,20 @@ struct CompressTensor {
   std::string name;
   std::vector<int64_t> shape;
   size_t elements = 0;
-  uint64_t step = 0;              // compressed steps this tensor has had (keys shared randomness)
-  const float* input = nullptr;   // x, `elements` values
+  uint64_t step = 0;  // compressed steps this tensor has had (keys shared randomness)
+  // x, `elements` values. May alias `output` only under error-feedback decorators, which read
+  // all of their input before writing their output.
+  const float* input = nullptr;
   float* output = nullptr;        // mean_i C_i(x), written completely
   float* contribution = nullptr;  // C_i(x) of this rank; null when nobody needs it
+
+  // In: the caller reads output and contribution only on the support a row-sparse compressor
+  // reports, so it may skip writing the zeros. Out: `sparse` set means only rows `rows` (sorted,
+  // of `row_length` values each) of output and contribution were written; everything else is 0.
+  bool allow_sparse = false;
+  bool sparse = false;
+  std::vector<int64_t> rows;
+  int64_t row_length = 0;
 };
 
 struct CompressContext {

@@ -7,6 +7,22 @@
 
 namespace arcreduce {
 
+namespace {
+
+// dst += src, only on the compressor's reported support (the rest of src is zero).
+void add_on_support(const CompressTensor& c, const float* src, float* dst) {
+  if (!c.sparse) {
+    kernels::axpby(1.0f, src, 1.0f, dst, c.elements);
+    return;
+  }
+  for (int64_t row : c.rows) {
+    const size_t at = static_cast<size_t>(row * c.row_length);
+    kernels::axpby(1.0f, src + at, 1.0f, dst + at, static_cast<size_t>(c.row_length));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
                                                 const std::string& kind, StateStore& store) {
   if (kind == "ef14") {
@@ -47,11 +63,22 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     own[i].resize(x[i].size());
     inner[i].input = x[i].data();
     inner[i].contribution = own[i].data();
+    inner[i].allow_sparse = bucket[i].contribution == nullptr;
   }
   inner_->reduce(inner, ctx);
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());  // e = x - C_i(x)
+    // e = x - C_i(x)
+    if (inner[i].sparse) {
+      std::memcpy(s.e.data(), x[i].data(), x[i].size() * sizeof(float));
+      for (int64_t row : inner[i].rows) {
+        const size_t at = static_cast<size_t>(row * inner[i].row_length);
+        kernels::subtract(x[i].data() + at, own[i].data() + at, s.e.data() + at,
+                          static_cast<size_t>(inner[i].row_length));
+      }
+    } else {
+      kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());
+    }
     s.ef_started = true;
     if (bucket[i].contribution) {
       std::memcpy(bucket[i].contribution, own[i].data(), own[i].size() * sizeof(float));
@@ -108,6 +135,7 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
     c.input = diff[i].data();
     c.output = mean[i].data();
     c.contribution = own[i].data();
+    c.allow_sparse = true;
     compressed.push_back(c);
     compressed_of.push_back(i);
   }
@@ -120,8 +148,8 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
   for (size_t j = 0; j < compressed.size(); ++j) {
     const size_t i = compressed_of[j];
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    kernels::axpby(1.0f, own[i].data(), 1.0f, s.h.data(), s.h.size());         // h += C_i
-    kernels::axpby(1.0f, mean[i].data(), 1.0f, s.hbar.data(), s.hbar.size());  // hbar += mean c
+    add_on_support(compressed[j], own[i].data(), s.h.data());      // h += C_i
+    add_on_support(compressed[j], mean[i].data(), s.hbar.data());  // hbar += mean c
   }
   for (size_t i = 0; i < bucket.size(); ++i) {
     CompressTensor& t = bucket[i];

@@ -90,20 +90,28 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
                                     const TensorSignature& signature, Stats& stats,
                                     CompressorStats& cstats) {
   auto t = std::chrono::steady_clock::now();
+  // Error-feedback decorators consume their input before they write their output, so fp32
+  // tensors are then reduced in their own memory, without working copies.
+  const bool in_place =
+      signature.dtype == DType::kFloat32 && signature.compression.error_feedback != "none";
   inputs_.resize(entries.size());
   outputs_.resize(entries.size());
   std::vector<CompressTensor> bucket(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorEntry& e = *entries[i];
     const auto n = static_cast<size_t>(e.signature.elements());
-    inputs_[i].resize(n);
-    outputs_[i].resize(n);
-    kernels::to_float(e.tensor.data, e.signature.dtype, inputs_[i].data(), n);
     CompressTensor& c = bucket[i];
     c.name = e.name;
     c.shape = e.signature.shape;
     c.elements = n;
     c.step = state_.get(e.name, n).compressed_steps;
+    if (in_place) {
+      c.input = c.output = static_cast<float*>(e.tensor.data);
+      continue;
+    }
+    inputs_[i].resize(n);
+    outputs_[i].resize(n);
+    kernels::to_float(e.tensor.data, e.signature.dtype, inputs_[i].data(), n);
     c.input = inputs_[i].data();
     c.output = outputs_[i].data();
   }
@@ -123,8 +131,10 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
   for (size_t i = 0; i < entries.size(); ++i) {
     TensorEntry& e = *entries[i];
     if (signature.op == ReduceOp::kSum)
-      kernels::scale(outputs_[i].data(), bucket[i].elements, sum_factor);
-    kernels::from_float(outputs_[i].data(), e.signature.dtype, e.tensor.data, bucket[i].elements);
+      kernels::scale(bucket[i].output, bucket[i].elements, sum_factor);
+    if (!in_place) {
+      kernels::from_float(bucket[i].output, e.signature.dtype, e.tensor.data, bucket[i].elements);
+    }
     ++state_.get(e.name, bucket[i].elements).compressed_steps;
   }
   stats.copy_seconds += seconds_since(t);

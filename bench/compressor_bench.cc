@@ -1,0 +1,372 @@
+// compressor_bench: step time of every compressor against the runtime's dense path.
+//
+// One step reduces every tensor of a gradient set the way a training loop does: allreduce_async
+// of each tensor in backward order (the set's order), then synchronize all. Variants differ only
+// in AllreduceOptions::compression, so one init() serves them all:
+//
+//   dense    compressor none (native fp32, chunked All-Reduce), no error feedback
+//   fp16     half-precision All-Reduce, no error feedback
+//   topk     All-Gather Top-K (element granularity) + ef14, at each ratio
+//   randk    shared Rand-K (element granularity) + ef14, at each ratio
+//   arctopk  ARC-Top-K + ef21m, at each ratio (the project's headline)
+//
+// Each variant reduces its own tensor names ("<variant>/<tensor>"), so its error-feedback state
+// and step counters are its own. Every variant first runs --warmup untimed steps (ef21/ef21m's
+// first compressed step is a dense warm start; caches and buffers fill). Then the timed rounds
+// run the variants round-robin (A B C ... A B C ...), each step from a barrier; a sample is the
+// slowest rank's step time. Gradients are fixed pseudo-random values, different per rank,
+// copied into the tensors before every step (untimed). After every step the outputs must be
+// identical on all ranks (hash min == max); otherwise the program exits 1.
+//
+// Rank 0 prints: median, p90 and min step time, the ratio to dense, the bytes this compressor
+// sent per rank per step (Stats::compressors delta, mean over ranks) and the wire lower bound:
+// the payload the algorithm must send per rank per step, derived from the tensor shapes and the
+// rules in docs/compressors.md (ring All-Reduce sends 2(P-1)/P of its input; an All-Gather sends
+// (P-1) blocks of the block each rank contributes).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <arcreduce/arcreduce.h>
+#include <CLI/CLI.hpp>
+
+#include "bench/gradient_sets.h"
+#include "bench/report.h"
+
+namespace ab = arcreduce::bench;
+
+namespace {
+
+struct Flags {
+  std::string set = "tiny-transformer-24M";
+  int repetitions = 10;
+  int warmup = 3;
+  std::vector<double> ratios = {0.01, 0.1};
+  std::vector<std::string> compressors = {"fp16", "topk", "randk", "arctopk"};
+  std::string commit = "unknown";
+};
+
+struct Variant {
+  std::string compressor;  // "none" for dense
+  double ratio = 0;        // 0 where no ratio applies (none, fp16)
+  std::string error_feedback;
+
+  std::string label() const {
+    std::string s = compressor == "none" ? "dense" : compressor;
+    if (ratio > 0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), " %g", ratio);
+      s += text;
+    }
+    return s + " " + error_feedback;
+  }
+  arcreduce::AllreduceOptions options() const {
+    arcreduce::AllreduceOptions o;
+    o.op = arcreduce::ReduceOp::kAverage;
+    o.compression.compressor = compressor;
+    if (ratio > 0) o.compression.ratio = ratio;
+    o.compression.error_feedback = error_feedback;
+    return o;
+  }
+};
+
+// Dense first: it is the baseline every ratio refers to. Each compressor runs with the error
+// feedback it is meant to be used with (docs/compressors.md).
+std::vector<Variant> make_variants(const Flags& flags) {
+  std::vector<Variant> variants = {{"none", 0, "none"}};
+  for (const std::string& c : flags.compressors) {
+    if (c == "none") continue;  // always present as the baseline
+    if (c == "fp16") {
+      variants.push_back({c, 0, "none"});
+    } else if (c == "topk" || c == "randk" || c == "arctopk") {
+      for (double r : flags.ratios) variants.push_back({c, r, c == "arctopk" ? "ef21m" : "ef14"});
+    } else {
+      throw std::invalid_argument("unknown compressor '" + c +
+                                  "' (known: none, fp16, topk, randk, arctopk)");
+    }
+  }
+  return variants;
+}
+
+// Bytes one rank must send per steady-state step (after warm-up) for `v` over `set` with `ranks`
+// ranks: the algorithm's payload times the collective's minimal traffic factor.
+double wire_lower_bound(const Variant& v, const ab::GradientSet& set, int ranks,
+                        const arcreduce::Config& config) {
+  const double p = ranks;
+  const double allreduce = 2 * (p - 1) / p, allgather = p - 1;
+  double reduced = 0, gathered = 0;  // fp32 elements (fp16: bytes / 4) per collective kind
+  for (const ab::TensorSpec& t : set.tensors) {
+    const double d = static_cast<double>(t.elements());
+    const bool small = t.elements() < config.min_compress_elements;
+    if (v.compressor == "none") {
+      reduced += d;
+    } else if (v.compressor == "fp16") {
+      reduced += d / 2;
+    } else if (small) {
+      reduced += d;  // dense fallback
+    } else if (v.compressor == "randk") {
+      reduced += std::max(1.0, std::floor(v.ratio * d));
+    } else if (v.compressor == "topk") {
+      gathered += 2 * std::max(1.0, std::floor(v.ratio * d));  // values + int32 indices
+    } else if (t.shape.size() < 2 || d == 0) {  // arctopk: no matrix view, dense path
+      reduced += d;
+    } else {
+      // Matrix view n x m: [a, b] -> a x b; [..., t] -> (d / 2t^2) x 2t^2 when that divides d,
+      // else shape[0] x (d / shape[0]).
+      const double last = static_cast<double>(t.shape.back());
+      const bool conv = t.shape.size() > 2 && std::fmod(d, 2 * last * last) == 0;
+      const double m = t.shape.size() == 2 ? static_cast<double>(t.shape[1])
+                       : conv              ? 2 * last * last
+                                           : d / static_cast<double>(t.shape[0]);
+      const double n = d / m;
+      const double k = std::min(n, std::max(1.0, std::floor(v.ratio * n)));
+      const double r = config.sketch_rank;
+      const bool sketch_smaller = r < m && n * r + k * m < n * m;
+      reduced += sketch_smaller ? n * r + k * m : d;  // else the exact path reduces the tensor
+    }
+  }
+  return 4 * (reduced * allreduce + gathered * allgather);
+}
+
+// Per-rank pseudo-random gradients in [-1, 1) (splitmix64), fixed for the whole run.
+std::vector<std::vector<float>> make_gradients(const ab::GradientSet& set, int rank) {
+  uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1);
+  std::vector<std::vector<float>> gradients;
+  for (const ab::TensorSpec& t : set.tensors) {
+    std::vector<float>& g = gradients.emplace_back(static_cast<size_t>(t.elements()));
+    for (float& x : g) {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      x = static_cast<float>(static_cast<double>(z >> 40) / (1 << 23) - 1.0);
+    }
+  }
+  return gradients;
+}
+
+// Order-dependent hash of the bytes of every tensor, 8 bytes at a time.
+uint64_t hash_outputs(const std::vector<std::vector<float>>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::vector<float>& t : tensors) {
+    const size_t bytes = t.size() * sizeof(float);
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, reinterpret_cast<const char*>(t.data()) + i, 8);
+      h = (h ^ word) * 1099511628211ull;
+    }
+    if (i < bytes) {
+      uint64_t word = 0;
+      std::memcpy(&word, reinterpret_cast<const char*>(t.data()) + i, bytes - i);
+      h = (h ^ word) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+// One step of `v`: submit every tensor, then wait for all. Returns this rank's seconds.
+double run_step(const Variant& v, const std::string& prefix, const ab::GradientSet& set,
+                std::vector<std::vector<float>>& tensors) {
+  const arcreduce::AllreduceOptions options = v.options();
+  std::vector<arcreduce::Handle> handles;
+  handles.reserve(set.tensors.size());
+  const double start = MPI_Wtime();
+  for (size_t i = 0; i < set.tensors.size(); ++i) {
+    arcreduce::Tensor tensor{tensors[i].data(), arcreduce::DType::kFloat32, set.tensors[i].shape};
+    handles.push_back(arcreduce::allreduce_async(prefix + set.tensors[i].name, tensor, options));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const arcreduce::Status status = arcreduce::synchronize(handles[i]);
+    if (!status.ok()) {
+      std::fprintf(stderr, "compressor_bench: %s: %s%s failed: %s\n", v.label().c_str(),
+                   prefix.c_str(), set.tensors[i].name.c_str(), status.message().c_str());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  return MPI_Wtime() - start;
+}
+
+// Counters of one variant over its timed steps (this rank).
+struct Totals {
+  std::vector<double> seconds;  // slowest rank's time per timed step
+  double bytes_sent = 0, sketch = 0, values = 0, indices = 0, fallbacks = 0;
+  void add(const arcreduce::Stats& before, const arcreduce::Stats& after, const std::string& c) {
+    const arcreduce::CompressorStats b =
+        before.compressors.count(c) ? before.compressors.at(c) : arcreduce::CompressorStats{};
+    const arcreduce::CompressorStats& a = after.compressors.at(c);
+    bytes_sent += static_cast<double>(a.bytes_sent - b.bytes_sent);
+    sketch += static_cast<double>(a.sketch_bytes - b.sketch_bytes);
+    values += static_cast<double>(a.value_bytes - b.value_bytes);
+    indices += static_cast<double>(a.index_bytes - b.index_bytes);
+    fallbacks += static_cast<double>(a.dense_fallbacks - b.dense_fallbacks);
+  }
+};
+
+void print_header(const ab::GradientSet& set, const Flags& flags, int ranks,
+                  const arcreduce::Config& config) {
+  std::printf("compressor_bench  %s\n", ab::utc_now().c_str());
+  std::printf("commit       %s\n", flags.commit.c_str());
+  std::printf("machine      %s\n", ab::machine_description().c_str());
+  std::printf("mpi          %s\n", ab::mpi_library().c_str());
+  std::printf("ranks        %d, one host (link: local shared memory)\n", ranks);
+  std::printf("tensor set   %s: %zu fp32 tensors, %lld elements, %.2f MB\n", set.name.c_str(),
+              set.tensors.size(), static_cast<long long>(set.elements()),
+              static_cast<double>(set.elements()) * 4 / 1e6);
+  std::printf(
+      "arcreduce    op average, granularity %s, sketch rank %d, min compress elements %lld, "
+      "warm-up steps %lld, eta %g, ef init %s, fusion threshold %lld B, cycle %.2f ms\n",
+      config.granularity.c_str(), config.sketch_rank,
+      static_cast<long long>(config.min_compress_elements),
+      static_cast<long long>(config.warmup_steps), config.ef_momentum, config.ef_init.c_str(),
+      static_cast<long long>(config.fusion_threshold), config.cycle_time_ms);
+  std::printf(
+      "repetitions  %d (+%d warm-up steps per variant), interleaved round-robin, slowest rank "
+      "from a barrier\n\n",
+      flags.repetitions, flags.warmup);
+}
+
+void print_table(const std::vector<Variant>& variants, const std::vector<Totals>& totals,
+                 const std::vector<double>& bounds, int repetitions, int ranks) {
+  std::printf("%-22s %9s %8s %8s %8s %10s %10s %8s %8s %8s %9s\n", "variant", "median ms", "p90 ms",
+              "min ms", "/ dense", "MB sent", "MB bound", "sketch", "values", "indices",
+              "fallbacks");
+  const double dense = ab::summarize(totals[0].seconds).median;
+  const double steps = static_cast<double>(repetitions) * ranks;  // totals are summed over ranks
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const ab::Summary s = ab::summarize(totals[v].seconds);
+    const Totals& t = totals[v];
+    std::printf("%-22s %9.1f %8.1f %8.1f %8.3f %10.3f %10.3f %8.3f %8.3f %8.3f %9.0f\n",
+                variants[v].label().c_str(), s.median * 1e3, s.p90 * 1e3, s.min * 1e3,
+                s.median / dense, t.bytes_sent / steps / 1e6, bounds[v] / 1e6,
+                t.sketch / steps / 1e6, t.values / steps / 1e6, t.indices / steps / 1e6,
+                t.fallbacks / steps);
+  }
+  std::printf(
+      "\nMB sent: Stats::compressors[..].bytes_sent per rank per step (mean over ranks); MB "
+      "bound: the payload's minimal ring traffic; sketch/values/indices: payload MB per rank per "
+      "step; fallbacks: tensors reduced densely per step\n");
+  for (size_t v = 0; v < variants.size(); ++v) {
+    if (variants[v].compressor != "arctopk" || variants[v].ratio != 0.01) continue;
+    const double ratio = ab::summarize(totals[v].seconds).median / dense;
+    std::printf("target: %s step <= 1.5 x dense: %.3f x, %s\n", variants[v].label().c_str(), ratio,
+                ratio <= 1.5 ? "met" : "NOT met");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+
+  Flags flags;
+  CLI::App app("Compressed reduction step time: every compressor against the dense path.");
+  app.add_option("--set", flags.set, "gradient set")->capture_default_str();
+  app.add_option("--repetitions", flags.repetitions, "timed steps per variant")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", flags.warmup, "untimed steps per variant first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--ratios", flags.ratios, "ratios for topk, randk, arctopk (comma separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1e-9, 1.0))
+      ->capture_default_str();
+  app.add_option("--compressors", flags.compressors,
+                 "compressors besides dense (comma separated): fp16, topk, randk, arctopk")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--commit", flags.commit, "commit id printed in the table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    MPI_Finalize();
+    return code;
+  }
+
+  ab::GradientSet set;
+  std::vector<Variant> variants;
+  arcreduce::Config config;
+  try {
+    set = ab::gradient_set(flags.set);
+    variants = make_variants(flags);
+    config = arcreduce::Config::from_env();
+    config.compressor = "none";  // every op names its compressor
+    config.sketch_rank = 4;
+    config.warmup_steps = 0;
+    // Every variant has its own names: keep them all in the response cache, as a training job
+    // with one compressor would.
+    const int64_t names = static_cast<int64_t>(variants.size() * set.tensors.size());
+    config.cache_capacity = std::max(config.cache_capacity, 2 * names);
+    arcreduce::init(config);  // MPI is initialised: arcreduce leaves finalising it to us
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "compressor_bench: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+
+  const std::vector<std::vector<float>> gradients = make_gradients(set, rank);
+  std::vector<std::vector<float>> tensors = gradients;
+  std::vector<std::string> prefixes;
+  for (size_t v = 0; v < variants.size(); ++v) prefixes.push_back("v" + std::to_string(v) + "/");
+
+  std::vector<Totals> totals(variants.size());
+  int64_t mismatches = 0;
+  auto step = [&](size_t v, bool timed) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::copy(gradients[i].begin(), gradients[i].end(), tensors[i].begin());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const arcreduce::Stats before = arcreduce::stats();
+    double seconds = run_step(variants[v], prefixes[v], set, tensors);
+    const arcreduce::Stats after = arcreduce::stats();
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const uint64_t h = hash_outputs(tensors);
+    uint64_t lo = h, hi = h;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (lo != hi) {
+      ++mismatches;
+      if (rank == 0) {
+        std::fprintf(stderr, "compressor_bench: %s: outputs differ across ranks\n",
+                     variants[v].label().c_str());
+      }
+    }
+    if (timed) {
+      totals[v].seconds.push_back(seconds);
+      totals[v].add(before, after, variants[v].compressor);
+    }
+  };
+  for (size_t v = 0; v < variants.size(); ++v) {
+    for (int i = 0; i < flags.warmup; ++i) step(v, false);
+  }
+  for (int round = 0; round < flags.repetitions; ++round) {
+    for (size_t v = 0; v < variants.size(); ++v) step(v, true);
+  }
+
+  // Byte counters are summed over ranks (means per rank are printed); times are already maxima.
+  for (Totals& t : totals) {
+    double* sums[] = {&t.bytes_sent, &t.sketch, &t.values, &t.indices, &t.fallbacks};
+    for (double* s : sums) MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (rank == 0) {
+    std::vector<double> bounds;
+    for (const Variant& v : variants) bounds.push_back(wire_lower_bound(v, set, ranks, config));
+    print_header(set, flags, ranks, config);
+    print_table(variants, totals, bounds, flags.repetitions, ranks);
+  }
+  arcreduce::shutdown();
+  MPI_Finalize();
+  return mismatches == 0 ? 0 : 1;
+}
