@@ -31,6 +31,7 @@ namespace {
 
 constexpr double kLearningRate = 0.002;
 constexpr double kNoiseStd = 0.001;
+// Defaults of the spec's run; --ratio, --error-feedback, --eta and --ef-init vary them.
 constexpr double kRatio = 0.05;  // k = 10 of the 200 rows
 constexpr double kEfMomentum = 0.5;
 constexpr char kTensorName[] = "robust_shifted_objective.w";
@@ -75,24 +76,29 @@ struct Options {
                                           "arctopk-exact"};
   bool noise = true;
   bool check = false;
+  double ratio = kRatio;
+  std::string error_feedback = "ef21m";
+  double eta = kEfMomentum;
+  std::string ef_init = "zero";
   std::string csv;
   std::string plot;
 };
 
 // The benchmark's runtime settings over `base` (which carries the user's other ARCREDUCE_*
 // knobs): ratio 0.05, ef21m with eta 0.5 from a cold start, no warm-up, no size threshold.
-arcreduce::Config make_config(arcreduce::Config base, const Variant& v, uint64_t seed, bool check) {
+arcreduce::Config make_config(arcreduce::Config base, const Variant& v, uint64_t seed,
+                              const Options& o) {
   base.compressor = v.compressor;
   base.granularity = v.granularity;
   if (v.sketch_rank > 0) base.sketch_rank = v.sketch_rank;
-  base.compress_ratio = kRatio;
-  base.error_feedback = "ef21m";
-  base.ef_momentum = kEfMomentum;
-  base.ef_init = "zero";
+  base.compress_ratio = o.ratio;
+  base.error_feedback = o.error_feedback;
+  base.ef_momentum = o.eta;
+  base.ef_init = o.ef_init;
   base.warmup_steps = 0;
   base.min_compress_elements = 0;
   base.seed = seed;
-  base.check_consistency = base.check_consistency || check;
+  base.check_consistency = base.check_consistency || o.check;
   return base;
 }
 
@@ -159,7 +165,9 @@ Run run(const Variant& v, uint64_t seed, const Options& options, Progress& progr
   // uncompressed baseline through the same EF21-MSGD optimizer, which with the identity
   // compressor is momentum on the mean gradient: apply that momentum here (cold start, like the
   // compressed runs' ef21m), so every setting uses the same optimizer.
-  const bool client_momentum = std::string(v.compressor) == "none";
+  const bool client_momentum =
+      std::string(v.compressor) == "none" && options.error_feedback == "ef21m";
+  const double eta = options.eta;
   std::vector<double> momentum(rso::kElements, 0.0);
   for (int t = 1; t <= options.steps; ++t) {
     rso::local_gradient(objective, w, grad);
@@ -177,7 +185,7 @@ Run run(const Variant& v, uint64_t seed, const Options& options, Progress& progr
     }
     if (client_momentum) {
       for (int64_t i = 0; i < rso::kElements; ++i) {
-        momentum[i] = (1 - kEfMomentum) * momentum[i] + kEfMomentum * grad[i];
+        momentum[i] = (1 - eta) * momentum[i] + eta * grad[i];
         grad[i] = momentum[i];
       }
     }
@@ -237,17 +245,21 @@ std::string describe_job(const Options& o, int size) {
   char text[320];
   std::snprintf(text, sizeof(text),
                 "robust shifted objective: %d ranks, [%lld, %lld] fp64, %d steps, lr %.3g, ratio "
-                "%.2f, ef21m eta %.1f cold start, %s, seeds %s",
+                "%.2f, %s eta %.2g %s start, %s, seeds %s",
                 size, static_cast<long long>(rso::kRows), static_cast<long long>(rso::kCols),
-                o.steps, kLearningRate, kRatio, kEfMomentum,
-                o.noise ? "noise N(0, 0.001^2)" : "no noise", seed_list(o).c_str());
+                o.steps, kLearningRate, o.ratio, o.error_feedback.c_str(), o.eta,
+                o.ef_init == "zero" ? "cold" : "warm", o.noise ? "noise N(0, 0.001^2)" : "no noise",
+                seed_list(o).c_str());
   return text;
 }
 
 // describe_job() short enough for the plot's title line.
 std::string plot_title(const Options& o, int size) {
-  return "robust shifted objective, " + std::to_string(size) + " ranks, ratio 0.05, ef21m " +
-         "(eta 0.5, cold), " + (o.noise ? "noise 1e-3" : "no noise") + ", seeds " + seed_list(o);
+  char settings[96];
+  std::snprintf(settings, sizeof(settings), "ratio %.2g, %s (eta %.2g, %s), ", o.ratio,
+                o.error_feedback.c_str(), o.eta, o.ef_init == "zero" ? "cold" : "warm");
+  return "robust shifted objective, " + std::to_string(size) + " ranks, " + settings +
+         (o.noise ? "noise 1e-3" : "no noise") + ", seeds " + seed_list(o);
 }
 
 // Runs every setting for every seed; returns rank 0's results (other ranks: empty distances).
@@ -260,7 +272,7 @@ std::vector<rso::Result> run_all(const arcreduce::Config& base, const Options& o
     const Variant& v = *find_variant(name);
     rso::Result result{v.name, v.reference_name, o.seeds, {}, 0, 0, 0};
     for (uint64_t seed : o.seeds) {
-      arcreduce::init(make_config(base, v, seed, o.check));
+      arcreduce::init(make_config(base, v, seed, o));
       const bool lead = arcreduce::rank() == 0;
       if (!progress) {
         *size = arcreduce::size();
@@ -313,6 +325,13 @@ int main(int argc, char** argv) {
       "--no-noise", [&o](int64_t) { o.noise = false; }, "switch the gradient noise off");
   app.add_flag("--check", o.check,
                "no noise; verify distance 0.221476154 after 100 steps and < 1e-10 after 1000");
+  app.add_option("--ratio", o.ratio, "fraction of rows kept (spec: 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--error-feedback", o.error_feedback, "none, ef14, ef21, ef21m (spec: ef21m)")
+      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}));
+  app.add_option("--eta", o.eta, "ef21m momentum eta (spec: 0.5)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--ef-init", o.ef_init, "zero (cold, spec) or warm")
+      ->check(CLI::IsMember({"zero", "warm"}));
   app.add_option("--csv", o.csv, "write compressor,seed,step,distance for every step here");
   app.add_option("--plot", o.plot, "draw log distance vs step into this PNG (needs gnuplot)");
   CLI11_PARSE(app, argc, argv);
