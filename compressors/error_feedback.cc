@@ -62,23 +62,13 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     kernels::axpby(1.0f, s.e.data(), 1.0f, x[i].data(), x[i].size());  // x = g + e
     own[i].resize(x[i].size());
     inner[i].input = x[i].data();
+    // The inner output is this decorator's output, which must be complete: no sparse results.
     inner[i].contribution = own[i].data();
-    inner[i].allow_sparse = bucket[i].contribution == nullptr;
   }
   inner_->reduce(inner, ctx);
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    // e = x - C_i(x)
-    if (inner[i].sparse) {
-      std::memcpy(s.e.data(), x[i].data(), x[i].size() * sizeof(float));
-      for (int64_t row : inner[i].rows) {
-        const size_t at = static_cast<size_t>(row * inner[i].row_length);
-        kernels::subtract(x[i].data() + at, own[i].data() + at, s.e.data() + at,
-                          static_cast<size_t>(inner[i].row_length));
-      }
-    } else {
-      kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());
-    }
+    kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());  // e = x - C_i(x)
     s.ef_started = true;
     if (bucket[i].contribution) {
       std::memcpy(bucket[i].contribution, own[i].data(), own[i].size() * sizeof(float));

@@ -176,3 +176,35 @@ TEST(Compressed, AnotherTensorSetIsRejectedAtFirstUse) {
 }  // namespace
 }  // namespace testing
 }  // namespace arcreduce
+
+namespace arcreduce {
+namespace testing {
+namespace {
+
+// fp32 tensors under error feedback are reduced in their own memory: rows a compressor did not
+// select must come back as zeros (not as this rank's input), identically on every rank.
+TEST(Compressed, InPlaceOutputsAreCompleteAndIdentical) {
+  for (const char* ef : {"ef14", "ef21", "ef21m"}) {
+    Config c = compressed_config();
+    c.error_feedback = ef;
+    std::vector<std::vector<std::vector<double>>> out(3);
+    run_runtimes(3, c, [&](Runtime& rt, int rank) {
+      for (int s = 0; s < 3; ++s) out[rank] = step(rt, rank, s);
+    });
+    for (int r = 1; r < 3; ++r) EXPECT_EQ(out[r], out[0]) << ef << " rank " << r;
+    if (std::string(ef) == "ef14") {
+      // ef14's output is the compressor's mean: only k = 8 of 32 rows of "t0" are non-zero.
+      int nonzero_rows = 0;
+      for (int row = 0; row < 32; ++row) {
+        bool any = false;
+        for (int col = 0; col < 8; ++col) any |= out[0][0][row * 8 + col] != 0.0;
+        nonzero_rows += any;
+      }
+      EXPECT_EQ(nonzero_rows, 8);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace arcreduce
