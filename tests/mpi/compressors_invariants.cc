@@ -43,25 +43,7 @@ using arcreduce_test::TestTensor;
 
 int g_rank = 0;
 int g_size = 1;
-int g_failures = 0;
-std::mutex g_stage_mu;
-std::string g_stage = "start";
-
-void set_stage(const std::string& stage) {
-  std::lock_guard<std::mutex> lock(g_stage_mu);
-  g_stage = stage;
-}
-
-std::string stage() {
-  std::lock_guard<std::mutex> lock(g_stage_mu);
-  return "hung in " + g_stage;
-}
-
-void fail(const std::string& what) {
-  ++g_failures;
-  std::fprintf(stderr, "[rank %d] FAIL: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-}
+arcreduce_test::Progress g_progress;
 
 struct Case {
   std::string compressor, granularity, error_feedback;
@@ -151,9 +133,10 @@ void check_same_as_rank0(const std::vector<Case>& cases, const std::string& wher
     if (mine[i] == root[i]) continue;
     for (int64_t e = 0; e < theirs.count(); ++e) {
       if (theirs.get(e) == cases[i].tensor.get(e)) continue;
-      fail(where + " " + cases[i].name + ": output differs from rank 0's, first at element " +
-           std::to_string(e) + ": " + std::to_string(cases[i].tensor.get(e)) + " here, " +
-           std::to_string(theirs.get(e)) + " on rank 0");
+      g_progress.fail(where + " " + cases[i].name +
+                      ": output differs from rank 0's, first at element " + std::to_string(e) +
+                      ": " + std::to_string(cases[i].tensor.get(e)) + " here, " +
+                      std::to_string(theirs.get(e)) + " on rank 0");
       break;
     }
   }
@@ -175,8 +158,8 @@ void check_dense_mean(Case& c, int step, double eta, const std::string& where) {
     want /= g_size;
     const double got = c.tensor.get(i);
     if (!(std::fabs(got - want) <= tolerance(c, 2)) && ++bad <= 3) {
-      fail(where + " " + c.name + ": element " + std::to_string(i) + " = " + std::to_string(got) +
-           ", dense mean " + std::to_string(want));
+      g_progress.fail(where + " " + c.name + ": element " + std::to_string(i) + " = " +
+                      std::to_string(got) + ", dense mean " + std::to_string(want));
     }
   }
 }
@@ -214,17 +197,18 @@ void check_arc_rows(const Case& c, int step, double ratio, const std::string& wh
       want /= g_size;
       const double got = c.tensor.get(i);
       if (!(std::fabs(got - want) <= tolerance(c, 4.25))) {
-        fail(where + " " + c.name + ": kept row " + std::to_string(row) + " element " +
-             std::to_string(j) + " = " + std::to_string(got) + ", exact mean " +
-             std::to_string(want));
+        g_progress.fail(where + " " + c.name + ": kept row " + std::to_string(row) + " element " +
+                        std::to_string(j) + " = " + std::to_string(got) + ", exact mean " +
+                        std::to_string(want));
         return;
       }
     }
   }
   const int64_t k = dense ? rows : std::max<int64_t>(1, static_cast<int64_t>(ratio * rows));
   if (nonzero != k) {
-    fail(where + " " + c.name + ": " + std::to_string(nonzero) +
-         " non-zero rows, want k = " + std::to_string(k) + " of " + std::to_string(rows));
+    g_progress.fail(where + " " + c.name + ": " + std::to_string(nonzero) +
+                    " non-zero rows, want k = " + std::to_string(k) + " of " +
+                    std::to_string(rows));
   }
 }
 
@@ -235,7 +219,7 @@ void run_phase(const std::string& phase, double ratio, Check check, int steps, d
   const bool positive = check == Check::kArcRows;
   for (int step = 0; step < steps; ++step) {
     const std::string where = phase + " step " + std::to_string(step);
-    set_stage(where);
+    g_progress.set_stage(where);
     for (Case& c : cases) {
       for (int64_t i = 0; i < c.tensor.count(); ++i) {
         c.tensor.set(i, input(g_rank, i, step, positive));
@@ -252,7 +236,8 @@ void run_phase(const std::string& phase, double ratio, Check check, int steps, d
     }
     for (size_t i = 0; i < cases.size(); ++i) {
       const arcreduce::Status s = arcreduce::synchronize(handles[i]);
-      if (!s.ok()) fail(where + " " + cases[i].name + ": " + arcreduce_test::describe(s));
+      if (!s.ok())
+        g_progress.fail(where + " " + cases[i].name + ": " + arcreduce_test::describe(s));
     }
     check_same_as_rank0(cases, where);
     for (Case& c : cases) {
@@ -271,6 +256,7 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  g_progress.set_rank(g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   int watchdog_seconds = 50;
   for (int i = 1; i < argc; ++i) {
@@ -278,20 +264,21 @@ int main(int argc, char** argv) {
       watchdog_seconds = std::atoi(argv[i] + 19);
     }
   }
-  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(watchdog_seconds), stage);
+  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(watchdog_seconds),
+                                    [] { return g_progress.hung_in(); });
 
   arcreduce::Config config = arcreduce::Config::from_env();
   config.min_compress_elements = 0;  // compress the small test tensors too
   config.warmup_steps = 0;
   config.ef_init = "warm";  // the ratio-1 reference assumes v = g, h = g on the first step
   config.check_consistency = true;
-  set_stage("init");
+  g_progress.set_stage("init");
   arcreduce::init(config);
   run_phase("mixed", 0.3, Check::kSameOnly, 3, config.ef_momentum);
   run_phase("ratio1", 1.0, Check::kDenseMean, 3, config.ef_momentum);
   run_phase("arc", 0.25, Check::kArcRows, 2, config.ef_momentum);
-  set_stage("shutdown");
+  g_progress.set_stage("shutdown");
   MPI_Barrier(MPI_COMM_WORLD);  // no rank's shutdown may cut another rank's last step short
   arcreduce::shutdown();
-  return arcreduce_test::finish(watchdog, g_rank, g_failures);
+  return arcreduce_test::finish(watchdog, g_rank, g_progress.failures());
 }

@@ -32,25 +32,7 @@ using arcreduce_test::TestTensor;
 
 int g_rank = 0;
 int g_size = 1;
-int g_failures = 0;
-std::mutex g_stage_mu;
-std::string g_stage = "start";
-
-void set_stage(const std::string& stage) {
-  std::lock_guard<std::mutex> lock(g_stage_mu);
-  g_stage = stage;
-}
-
-std::string stage() {
-  std::lock_guard<std::mutex> lock(g_stage_mu);
-  return "hung in " + g_stage;
-}
-
-void fail(const std::string& what) {
-  ++g_failures;
-  std::fprintf(stderr, "[rank %d] FAIL: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-}
+arcreduce_test::Progress g_progress;
 
 struct Case {
   std::string name, compressor, granularity, error_feedback;
@@ -73,7 +55,7 @@ const std::vector<Case>& cases() {
 // One step of every case with inputs of `step`; returns the outputs' bytes, case after case.
 std::vector<uint8_t> run_step(int step) {
   const std::string where = "step " + std::to_string(step);
-  set_stage(where);
+  g_progress.set_stage(where);
   std::vector<TestTensor> tensors;
   std::vector<arcreduce::Handle> handles;
   for (const Case& c : cases()) {
@@ -92,7 +74,8 @@ std::vector<uint8_t> run_step(int step) {
   std::vector<uint8_t> bytes;
   for (size_t i = 0; i < cases().size(); ++i) {
     const arcreduce::Status s = arcreduce::synchronize(handles[i]);
-    if (!s.ok()) fail(cases()[i].name + " " + where + ": " + arcreduce_test::describe(s));
+    if (!s.ok())
+      g_progress.fail(cases()[i].name + " " + where + ": " + arcreduce_test::describe(s));
     bytes.insert(bytes.end(), tensors[i].data(), tensors[i].data() + tensors[i].nbytes());
   }
   return bytes;
@@ -105,8 +88,8 @@ void expect_same(const std::vector<uint8_t>& want, const std::vector<uint8_t>& g
     const size_t n =
         static_cast<size_t>(arcreduce_test::count_of(c.shape)) * arcreduce_test::elem_size(c.dtype);
     if (got.size() < offset + n || std::memcmp(want.data() + offset, got.data() + offset, n)) {
-      fail(c.name + " step " + std::to_string(step) +
-           ": resumed output differs from the uninterrupted run");
+      g_progress.fail(c.name + " step " + std::to_string(step) +
+                      ": resumed output differs from the uninterrupted run");
     }
     offset += n;
   }
@@ -117,7 +100,7 @@ std::string shared_directory() {
   char path[256] = "/tmp/arcreduce-state-XXXXXX";
   if (g_rank == 0 && !mkdtemp(path)) path[0] = '\0';
   MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (path[0] == '\0') fail("mkdtemp failed on rank 0");
+  if (path[0] == '\0') g_progress.fail("mkdtemp failed on rank 0");
   return path;
 }
 
@@ -131,7 +114,7 @@ void expect_ok(const std::string& what, F call) {
   try {
     call();
   } catch (const std::exception& e) {
-    fail(what + ": " + e.what());
+    g_progress.fail(what + ": " + e.what());
   }
 }
 
@@ -141,6 +124,7 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  g_progress.set_rank(g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   int watchdog_seconds = 50;
   for (int i = 1; i < argc; ++i) {
@@ -148,7 +132,8 @@ int main(int argc, char** argv) {
       watchdog_seconds = std::atoi(argv[i] + 19);
     }
   }
-  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(watchdog_seconds), stage);
+  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(watchdog_seconds),
+                                    [] { return g_progress.hung_in(); });
   const std::string dir = shared_directory();
   const std::string mine = state_file(dir, g_rank);
 
@@ -156,20 +141,20 @@ int main(int argc, char** argv) {
   config.min_compress_elements = 0;  // compress the small test tensors too
   config.warmup_steps = 0;
 
-  set_stage("phase 1 init");
+  g_progress.set_stage("phase 1 init");
   arcreduce::init(config);
   for (int step = 0; step < 3; ++step) run_step(step);
-  set_stage("save_state");
+  g_progress.set_stage("save_state");
   expect_ok("save_state(" + mine + ")", [&] { arcreduce::save_state(mine); });
   std::vector<std::vector<uint8_t>> uninterrupted;
   for (int step = 3; step < 5; ++step) uninterrupted.push_back(run_step(step));
-  set_stage("phase 1 shutdown");
+  g_progress.set_stage("phase 1 shutdown");
   MPI_Barrier(MPI_COMM_WORLD);  // no rank's shutdown may cut another rank's last step short
   arcreduce::shutdown();
 
-  set_stage("phase 2 init");
+  g_progress.set_stage("phase 2 init");
   arcreduce::init(config);
-  set_stage("load_state");
+  g_progress.set_stage("load_state");
   expect_ok("load_state(" + mine + ")", [&] { arcreduce::load_state(mine); });
   for (int step = 3; step < 5; ++step) {
     expect_same(uninterrupted[static_cast<size_t>(step - 3)], run_step(step), step);
@@ -177,20 +162,20 @@ int main(int argc, char** argv) {
 
   // Every file exists now (each rank saved before phase 1's shutdown, which is collective).
   const int other = (g_rank + 1) % g_size;
-  set_stage("load_state of rank " + std::to_string(other));
+  g_progress.set_stage("load_state of rank " + std::to_string(other));
   if (other != g_rank) {
     try {
       arcreduce::load_state(state_file(dir, other));
-      fail("load_state of rank " + std::to_string(other) + "'s file: no error");
+      g_progress.fail("load_state of rank " + std::to_string(other) + "'s file: no error");
     } catch (const arcreduce::Error& e) {
       const std::string names = "rank " + std::to_string(other);
       if (std::string(e.what()).find(names) == std::string::npos) {
-        fail("load_state of rank " + std::to_string(other) + "'s file: the error does not say '" +
-             names + "': " + e.what());
+        g_progress.fail("load_state of rank " + std::to_string(other) +
+                        "'s file: the error does not say '" + names + "': " + e.what());
       }
     }
   }
-  set_stage("phase 2 shutdown");
+  g_progress.set_stage("phase 2 shutdown");
   MPI_Barrier(MPI_COMM_WORLD);
   arcreduce::shutdown();
 
@@ -198,5 +183,5 @@ int main(int argc, char** argv) {
   std::remove(mine.c_str());
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0) rmdir(dir.c_str());
-  return arcreduce_test::finish(watchdog, g_rank, g_failures);
+  return arcreduce_test::finish(watchdog, g_rank, g_progress.failures());
 }

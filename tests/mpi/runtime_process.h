@@ -49,6 +49,34 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Where a test program is (for the watchdog's message) and how many checks failed on this rank.
+// Thread-safe: the watchdog reads the stage from its own thread.
+class Progress {
+ public:
+  void set_rank(int rank) { rank_ = rank; }
+  void set_stage(const std::string& stage) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage_ = stage;
+  }
+  std::string hung_in() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return "hung in " + stage_;
+  }
+  // Records a failed check and prints "[rank R] FAIL: <what>".
+  void fail(const std::string& what) {
+    ++failures_;
+    std::fprintf(stderr, "[rank %d] FAIL: %s\n", rank_, what.c_str());
+    std::fflush(stderr);
+  }
+  int failures() const { return failures_; }
+
+ private:
+  int rank_ = 0;
+  int failures_ = 0;
+  mutable std::mutex mu_;
+  std::string stage_ = "start";
+};
+
 // The end of every test's main(), collective over MPI_COMM_WORLD: disarms `watchdog`, waits for
 // every rank, prints this rank's verdict "[rank R] PASS (0 failures)" or "[rank R] FAIL (<n>
 // failures)<detail>" and, on rank 0, "PASSED|FAILED: <k> of the job's ranks reported
