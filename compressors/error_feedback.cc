@@ -93,21 +93,14 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
   for (size_t i = 0; i < bucket.size(); ++i) {
     CompressTensor& t = bucket[i];
     TensorState& s = store_.get(t.name, t.elements);
-    const float* source = t.input;
-    if (kind_ == Kind::kEf21m) {
-      if (!s.ef_started && warm) {
-        s.v.assign(t.input, t.input + t.elements);
-      } else {
-        if (s.v.size() != t.elements) s.v.assign(t.elements, 0.0f);
-        kernels::axpby(eta, t.input, 1.0f - eta, s.v.data(), t.elements);
-      }
-      source = s.v.data();
-    }
+    const size_t n = t.elements;
     if (!s.ef_started) {
-      s.h.assign(t.elements, 0.0f);
-      s.hbar.assign(t.elements, 0.0f);
-      if (warm) {
-        s.h.assign(source, source + t.elements);
+      s.h.assign(n, 0.0f);
+      s.hbar.assign(n, 0.0f);
+      if (kind_ == Kind::kEf21m) s.v.assign(n, 0.0f);
+      if (warm) {  // v = g, h = v, hbar = mean h (one dense reduction)
+        if (kind_ == Kind::kEf21m) s.v.assign(t.input, t.input + n);
+        s.h.assign(t.input, t.input + n);
         CompressTensor f = t;
         f.input = s.h.data();
         f.output = s.hbar.data();
@@ -117,8 +110,12 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
         continue;
       }
     }
-    diff[i].resize(t.elements);
-    kernels::subtract(source, s.h.data(), diff[i].data(), t.elements);
+    diff[i].resize(n);
+    if (kind_ == Kind::kEf21m) {
+      kernels::momentum_diff(t.input, s.v.data(), s.h.data(), eta, diff[i].data(), n);
+    } else {
+      kernels::subtract(t.input, s.h.data(), diff[i].data(), n);
+    }
     own[i].resize(t.elements);
     mean[i].resize(t.elements);
     CompressTensor c = t;

@@ -61,6 +61,8 @@ void scale(float* y, size_t n, float alpha);  // y *= alpha
 void axpby(float a, const float* x, float b, float* y, size_t n);
 // out = x - y.
 void subtract(const float* x, const float* y, float* out, size_t n);
+// The EF21M pre-step in one pass: v = (1 - eta) * v + eta * g, then diff = v - h.
+void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n);
 
 // --- casts -------------------------------------------------------------------------------
 

@@ -63,6 +63,9 @@ void axpby(float a, const float* x, float b, float* y, size_t n) {
 void subtract(const float* x, const float* y, float* out, size_t n) {
   impl::subtract(host(), x, y, out, n);
 }
+void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
+  impl::momentum_diff(host(), g, v, h, eta, diff, n);
+}
 
 void to_float(const void* src, DType dtype, float* dst, size_t n) {
   impl::to_float(host(), src, dtype, dst, n);

@@ -70,6 +70,10 @@ void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t st
 void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream) {
   impl::subtract(on(stream), x, y, out, n);
 }
+void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n,
+                   cudaStream_t stream) {
+  impl::momentum_diff(on(stream), g, v, h, eta, diff, n);
+}
 
 void to_float(const void* src, DType dtype, float* dst, size_t n, cudaStream_t stream) {
   impl::to_float(on(stream), src, dtype, dst, n);

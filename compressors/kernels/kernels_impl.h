@@ -278,6 +278,25 @@ void subtract(Exec&& exec, const float* x, const float* y, float* out, size_t n)
   thrust::transform(exec, x, x + n, y, out, Minus{});
 }
 
+struct MomentumDiff {
+  const float* g;
+  float* v;
+  const float* h;
+  float* diff;
+  float eta;
+  ARC_HOST_DEVICE void operator()(size_t i) const {
+    const float vi = (1.0f - eta) * v[i] + eta * g[i];
+    v[i] = vi;
+    diff[i] = vi - h[i];
+  }
+};
+template <class Exec>
+void momentum_diff(Exec&& exec, const float* g, float* v, const float* h, float eta, float* diff,
+                   size_t n) {
+  thrust::for_each(exec, thrust::counting_iterator<size_t>(0), thrust::counting_iterator<size_t>(n),
+                   MomentumDiff{g, v, h, diff, eta});
+}
+
 // --- casts -----------------------------------------------------------------------------------
 
 struct Fp16ToFloat {

@@ -57,6 +57,19 @@ TEST(ElementWise, FillScaleAxpbySubtract) {
   }
 }
 
+TEST(ElementWise, MomentumDiffIsMomentumThenDifference) {
+  for (size_t n : {0u, 1u, 7u, 1001u}) {
+    const auto g = random_floats(n, 31), v0 = random_floats(n, 32), h = random_floats(n, 33);
+    std::vector<float> v = v0, diff(n);
+    momentum_diff(g.data(), v.data(), h.data(), 0.1f, diff.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const float want = (1.0f - 0.1f) * v0[i] + 0.1f * g[i];
+      EXPECT_FLOAT_EQ(v[i], want);
+      EXPECT_EQ(diff[i], v[i] - h[i]);
+    }
+  }
+}
+
 // Values that exercise rounding, subnormals, overflow and NaN in every 16-bit format.
 std::vector<float> cast_inputs() {
   auto v = random_floats(997, 23, 100.0f);
