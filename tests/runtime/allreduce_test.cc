@@ -71,7 +71,8 @@ void run_case(const Case& c, int steps) {
     Stats stats = rt.stats();
     EXPECT_EQ(stats.ops_completed, steps * kShapes.size());
     EXPECT_EQ(stats.ops_failed, 0u);
-    if (c.cache > 0 && steps > 1) {
+    // With room for every tensor, later steps must hit the cache (a smaller cache may thrash).
+    if (c.cache >= static_cast<int64_t>(kShapes.size()) && steps > 1) {
       EXPECT_GT(stats.cache_hits, 0u) << "rank " << rank;
     }
   });
