@@ -47,7 +47,7 @@ class TensorQueue {
   void wait_for_work(std::chrono::microseconds timeout);
   // Requests submitted since the last call, in submission order.
   std::vector<Request> take_new_requests();
-  // Removes the in-flight entry `name` (nullptr-equivalent empty entry if absent).
+  // Moves the in-flight entry `name` into `out` and forgets it; false if it is not in flight.
   bool take_entry(const std::string& name, TensorEntry* out);
   // Completes an entry taken with take_entry.
   void complete(TensorEntry& entry, const Status& status);
