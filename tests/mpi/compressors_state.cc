@@ -126,14 +126,9 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   g_progress.set_rank(g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  int watchdog_seconds = 50;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--watchdog-seconds=", 19) == 0) {
-      watchdog_seconds = std::atoi(argv[i] + 19);
-    }
-  }
-  arcreduce_test::Watchdog watchdog(g_rank, std::chrono::seconds(watchdog_seconds),
-                                    [] { return g_progress.hung_in(); });
+  arcreduce_test::Watchdog watchdog(
+      g_rank, std::chrono::seconds(arcreduce_test::watchdog_seconds(argc, argv, 50)),
+      [] { return g_progress.hung_in(); });
   const std::string dir = shared_directory();
   const std::string mine = state_file(dir, g_rank);
 

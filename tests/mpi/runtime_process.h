@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -48,6 +49,16 @@ class Watchdog {
   bool disarmed_ = false;
   std::thread thread_;
 };
+
+// The value of a "--watchdog-seconds=N" argument, or `fallback`.
+inline int watchdog_seconds(int argc, char** argv, int fallback) {
+  const std::string prefix = "--watchdog-seconds=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.compare(0, prefix.size(), prefix) == 0) return std::atoi(arg.c_str() + prefix.size());
+  }
+  return fallback;
+}
 
 // Where a test program is (for the watchdog's message) and how many checks failed on this rank.
 // Thread-safe: the watchdog reads the stage from its own thread.
