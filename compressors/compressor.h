@@ -58,5 +58,7 @@ class Compressor {
 // "fp16", "topk", "randk", "arctopk"; nullptr for names without a compressor of their own
 // ("none" is the executor's native-dtype dense path).
 std::unique_ptr<Compressor> make_compressor(const std::string& name);
+// True for "none" and every name make_compressor() builds.
+bool compressor_available(const std::string& name);
 
 }  // namespace arcreduce

@@ -14,4 +14,8 @@ std::unique_ptr<Compressor> make_compressor(const std::string& name) {
   return nullptr;
 }
 
+bool compressor_available(const std::string& name) {
+  return name == "none" || name == "arctopk" || name == "topk" || name == "randk" || name == "fp16";
+}
+
 }  // namespace arcreduce

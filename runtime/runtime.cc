@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "arcreduce/build_config.h"
+#include "compressors/compressor.h"
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
 
@@ -85,6 +86,10 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
     bool known = false;
     for (const auto& k : compressor_names()) known |= (k == *c.compressor);
     if (!known) return who + ": unknown compressor '" + *c.compressor + "'";
+  }
+  const std::string resolved = c.compressor.value_or(ctx_.config.compressor);
+  if (!compressor_available(resolved)) {
+    return who + ": compressor '" + resolved + "' is not available in this build";
   }
   if (c.ratio && !(*c.ratio > 0 && *c.ratio <= 1)) {
     return who + ": compression ratio " + std::to_string(*c.ratio) + " is not in (0, 1]";

@@ -134,10 +134,11 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
       AllreduceOptions options;
       std::string expect;
     };
-    AllreduceOptions bad_ratio, bad_compressor, bad_ef;
+    AllreduceOptions bad_ratio, bad_compressor, bad_ef, unbuilt;
     bad_ratio.compression.ratio = 1.5;
     bad_compressor.compression.compressor = "zip";
     bad_ef.compression.error_feedback = "ef99";
+    unbuilt.compression.compressor = "oktopk";
     std::vector<Bad> cases = {
         {"", Tensor{&x, DType::kFloat32, {1}}, {}, "name must not be empty"},
         {"neg", Tensor{&x, DType::kFloat32, {2, -1}}, {}, "negative dimension"},
@@ -146,6 +147,7 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
         {"ratio", Tensor{&x, DType::kFloat32, {1}}, bad_ratio, "ratio"},
         {"zip", Tensor{&x, DType::kFloat32, {1}}, bad_compressor, "unknown compressor 'zip'"},
         {"ef", Tensor{&x, DType::kFloat32, {1}}, bad_ef, "unknown error feedback 'ef99'"},
+        {"ok", Tensor{&x, DType::kFloat32, {1}}, unbuilt, "'oktopk' is not available"},
     };
     for (auto& c : cases) {
       int fired = 0;
