@@ -1,5 +1,6 @@
 #include "compressors/arctopk.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "compressors/dense_mean.h"
@@ -16,6 +17,8 @@ enum class Path {
   kSketch,  // the ARC path
 };
 
+constexpr size_t kNone = ~size_t{0};
+
 struct Plan {
   CompressTensor* t;
   Path path;
@@ -24,9 +27,30 @@ struct Plan {
   size_t first = 0;   // offset in the first (sketch) buffer
   size_t second = 0;  // offset in the second (values) buffer
   std::vector<int64_t> rows;
+  const float* input = nullptr;  // the tensor's input where a path reads it whole
+  size_t materialized = kNone;   // offset of a lazy input produced whole
 };
 
 }  // namespace
+
+// Rows of one sketch block: 64 KiB of input, so a lazily produced block is still in cache when
+// the sketch reads it.
+constexpr int64_t kBlockFloats = 16384;
+
+void ArcTopK::sketch_tensor(CompressTensor& t, int64_t n, int64_t m, int r, float* sketch) {
+  if (!t.lazy) {
+    kernels::sketch_transposed(t.input, n, m, transposed_.data(), r, sketch);
+    return;
+  }
+  const int64_t block_rows = std::max<int64_t>(1, kBlockFloats / m);
+  block_.resize(static_cast<size_t>(std::min(block_rows, n) * m));
+  for (int64_t row = 0; row < n; row += block_rows) {
+    const int64_t rows = std::min(block_rows, n - row);
+    const auto begin = static_cast<size_t>(row * m);
+    t.lazy->stream(begin, begin + static_cast<size_t>(rows * m), block_.data());
+    kernels::sketch_transposed(block_.data(), rows, m, transposed_.data(), r, sketch + row * r);
+  }
+}
 
 void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   const int r = ctx.config.sketch_rank;
@@ -34,12 +58,13 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   std::vector<Plan> plans;
   PackedBuffer& first = first_;
   PackedBuffer& second = second_;
-  std::vector<float>& projection = projection_;
   first.clear();
   second.clear();
+  materialized_.clear();
 
   for (CompressTensor& t : bucket) {
     Plan p{&t, Path::kDense, matrix_view(t.shape)};
+    p.input = t.input;
     if (p.view.usable && static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements) {
       const int64_t n = p.view.rows, m = p.view.cols;
       p.k = kept(ctx.spec.ratio, n);
@@ -48,19 +73,36 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
     if (p.path == Path::kSketch) {
       const int64_t n = p.view.rows, m = p.view.cols;
-      projection.resize(static_cast<size_t>(m) * r);
+      projection_.resize(static_cast<size_t>(m) * r);
+      transposed_.resize(projection_.size());
       kernels::fill_gaussian(kernels::philox_key(ctx.config.seed, t.name, t.step),
-                             projection.data(), projection.size());
+                             projection_.data(), projection_.size());
+      kernels::transpose_projection(projection_.data(), m, r, transposed_.data());
       p.first = first.append(static_cast<size_t>(n) * r);
-      kernels::sketch(t.input, n, m, projection.data(), r, first.at(p.first));
+      sketch_tensor(t, n, m, r, first.at(p.first));
       ctx.stats.sketch_bytes += static_cast<uint64_t>(n) * r * sizeof(float);
     } else {
       p.first = first.append(t.elements);
-      if (t.elements) std::memcpy(first.at(p.first), t.input, t.elements * sizeof(float));
+      if (t.lazy) {
+        // The other paths need the whole input: produce it once, keep it as the input.
+        const size_t at = materialized_.append(t.elements);
+        t.lazy->stream(0, t.elements, materialized_.at(at));
+        p.materialized = at;
+      } else if (t.elements) {
+        std::memcpy(first.at(p.first), t.input, t.elements * sizeof(float));
+      }
       ctx.stats.value_bytes += t.elements * sizeof(float);
       if (p.path == Path::kDense) ++ctx.stats.dense_fallbacks;
     }
     plans.push_back(std::move(p));
+  }
+  // Materialised inputs are copied only now: materialized_ may have grown (moved) above.
+  for (Plan& p : plans) {
+    if (p.materialized == kNone) continue;
+    p.input = materialized_.at(p.materialized);
+    if (p.t->elements) {
+      std::memcpy(first.at(p.first), p.input, p.t->elements * sizeof(float));
+    }
   }
   if (first.size()) {
     ctx.comm.allreduce(first.data(), first.size(), ScalarType::kFloat32, CollectiveOp::kSum);
@@ -73,7 +115,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     if (p.path == Path::kDense) {
       for (size_t i = 0; i < t.elements; ++i) t.output[i] = first.at(p.first)[i] * inv_n;
       if (t.contribution && t.elements) {
-        std::memcpy(t.contribution, t.input, t.elements * sizeof(float));
+        std::memcpy(t.contribution, p.input, t.elements * sizeof(float));
       }
       continue;
     }
@@ -89,7 +131,17 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     ctx.stats.selected_rows += static_cast<uint64_t>(p.k);
     if (p.path == Path::kSketch) {
       p.second = second.append(static_cast<size_t>(p.k) * m);
-      kernels::gather_rows(t.input, m, p.rows.data(), p.k, second.at(p.second));
+      float* own_rows = second.at(p.second);
+      if (t.lazy) {
+        t.lazy->gather_rows(p.rows.data(), p.k, m, own_rows);
+      } else {
+        kernels::gather_rows(t.input, m, p.rows.data(), p.k, own_rows);
+      }
+      // This rank's contribution is exactly the rows it sends: record it before the sum.
+      if (t.contribution) {
+        if (!t.allow_sparse) kernels::fill(t.contribution, t.elements, 0.0f);
+        kernels::scatter_rows(own_rows, m, p.rows.data(), p.k, t.contribution);
+      }
       ctx.stats.value_bytes += static_cast<uint64_t>(p.k) * m * sizeof(float);
     }
   }
@@ -123,10 +175,10 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       summed_rows = packed.data();
     }
     kernels::scatter_rows(summed_rows, m, p.rows.data(), p.k, t.output);
-    if (t.contribution) {
+    if (t.contribution && p.path == Path::kExact) {
       if (!t.sparse) kernels::fill(t.contribution, t.elements, 0.0f);
       packed.resize(row_block);
-      kernels::gather_rows(t.input, m, p.rows.data(), p.k, packed.data());
+      kernels::gather_rows(p.input, m, p.rows.data(), p.k, packed.data());
       kernels::scatter_rows(packed.data(), m, p.rows.data(), p.k, t.contribution);
     }
     if (ctx.config.check_consistency) {

@@ -15,11 +15,15 @@ namespace arcreduce {
 class ArcTopK : public Compressor {
  public:
   void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) override;
+  bool accepts_lazy_input() const override { return true; }
 
  private:
+  // sketch (n x r) of t's n x m matrix with transposed_ (streaming a lazy input block by block).
+  void sketch_tensor(CompressTensor& t, int64_t n, int64_t m, int r, float* sketch);
+
   // Reused across buckets: the two collectives' buffers and per-tensor scratch.
-  PackedBuffer first_, second_;
-  std::vector<float> projection_, scores_, packed_;
+  PackedBuffer first_, second_, materialized_;
+  std::vector<float> projection_, transposed_, scores_, packed_, block_;
 };
 
 }  // namespace arcreduce

@@ -21,6 +21,22 @@
 
 namespace arcreduce {
 
+// An input computed on demand instead of stored. Error feedback hands its difference (g - h, or
+// v - h after the momentum update) this way to compressors that read the input in one ordered
+// pass plus a few rows afterwards (ARC-Top-K's sketch, then the selected rows), so the
+// difference never makes a round trip through memory.
+class LazyInput {
+ public:
+  virtual ~LazyInput() = default;
+  // Values [begin, end) into out. A compressor that receives a LazyInput must stream every
+  // element exactly once, in increasing order, before any gather_rows(): streaming may advance
+  // state (EF21M's momentum).
+  virtual void stream(size_t begin, size_t end, float* out) = 0;
+  // Rows `rows` (k of them, `row_length` values each) into packed (k x row_length), after the
+  // stream.
+  virtual void gather_rows(const int64_t* rows, int64_t k, int64_t row_length, float* packed) = 0;
+};
+
 struct CompressTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -39,6 +55,9 @@ struct CompressTensor {
   bool sparse = false;
   std::vector<int64_t> rows;
   int64_t row_length = 0;
+
+  // Instead of `input` (which is then null), only for compressors whose accepts_lazy_input().
+  LazyInput* lazy = nullptr;
 };
 
 struct CompressContext {
@@ -53,6 +72,8 @@ class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) = 0;
+  // True when reduce() honours CompressTensor::lazy.
+  virtual bool accepts_lazy_input() const { return false; }
 };
 
 // "fp16", "topk", "randk", "arctopk"; nullptr for names without a compressor of their own

@@ -46,50 +46,96 @@ void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext&
 }
 
 void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  if (work_.size() < bucket.size()) {
-    work_.resize(bucket.size());
-    own_.resize(bucket.size());
-    mean_.resize(bucket.size());
+  // Scratch offsets first: the buffers may move while they grow.
+  std::vector<size_t> at(bucket.size());
+  work_.clear();
+  own_.clear();
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    at[i] = work_.append(bucket[i].elements);
+    own_.append(bucket[i].elements);
   }
-  auto& x = work_;
-  auto& own = own_;
   std::vector<CompressTensor> inner = bucket;
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
     if (s.e.size() != s.elements) s.e.assign(s.elements, 0.0f);
-    x[i].resize(bucket[i].elements);
-    std::memcpy(x[i].data(), bucket[i].input, bucket[i].elements * sizeof(float));
-    kernels::axpby(1.0f, s.e.data(), 1.0f, x[i].data(), x[i].size());  // x = g + e
-    own[i].resize(x[i].size());
-    inner[i].input = x[i].data();
+    float* x = work_.at(at[i]);
+    const size_t n = bucket[i].elements;
+    if (n) std::memcpy(x, bucket[i].input, n * sizeof(float));
+    kernels::axpby(1.0f, s.e.data(), 1.0f, x, n);  // x = g + e
+    inner[i].input = x;
     // The inner output is this decorator's output, which must be complete: no sparse results.
-    inner[i].contribution = own[i].data();
+    inner[i].contribution = own_.at(at[i]);
   }
   inner_->reduce(inner, ctx);
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    kernels::subtract(x[i].data(), own[i].data(), s.e.data(), x[i].size());  // e = x - C_i(x)
+    const size_t n = bucket[i].elements;
+    kernels::subtract(work_.at(at[i]), own_.at(at[i]), s.e.data(), n);  // e = x - C_i(x)
     s.ef_started = true;
-    if (bucket[i].contribution) {
-      std::memcpy(bucket[i].contribution, own[i].data(), own[i].size() * sizeof(float));
+    if (bucket[i].contribution && n) {
+      std::memcpy(bucket[i].contribution, own_.at(at[i]), n * sizeof(float));
     }
   }
 }
 
+namespace {
+
+// The EF21 difference g - h (or, for EF21M, v - h after v = (1 - eta) v + eta g), produced on
+// demand for compressors that accept lazy inputs: the momentum update happens while streaming.
+// Where it can, the same pass starts the decorator's output as the old hbar (the reduction then
+// adds mean c on its support), so that copy costs no pass of its own. The output may alias g,
+// whose block has been read by then; but EF21 gathers its selected rows from g later, so over an
+// aliased g the output is left alone (fills_output() false).
+class DifferenceStream final : public LazyInput {
+ public:
+  DifferenceStream(const float* g, float* v, const float* h, const float* hbar, float eta,
+                   float* output)
+      : g_(g), v_(v), h_(h), hbar_(hbar), eta_(eta), output_(v || output != g ? output : nullptr) {}
+  bool fills_output() const { return output_ != nullptr; }
+  void stream(size_t begin, size_t end, float* out) override {
+    if (v_) {
+      kernels::momentum_diff(g_ + begin, v_ + begin, h_ + begin, eta_, out, end - begin);
+    } else {
+      kernels::subtract(g_ + begin, h_ + begin, out, end - begin);
+    }
+    if (output_ && end > begin) {
+      std::memcpy(output_ + begin, hbar_ + begin, (end - begin) * sizeof(float));
+    }
+  }
+  void gather_rows(const int64_t* rows, int64_t k, int64_t row_length, float* packed) override {
+    const float* source = v_ ? v_ : g_;  // v was updated by the stream
+    const auto m = static_cast<size_t>(row_length);
+    for (int64_t j = 0; j < k; ++j) {
+      const auto at = static_cast<size_t>(rows[j]) * m;
+      kernels::subtract(source + at, h_ + at, packed + static_cast<size_t>(j) * m, m);
+    }
+  }
+
+ private:
+  const float* g_;
+  float* v_;  // null for EF21
+  const float* h_;
+  const float* hbar_;
+  float eta_;
+  float* output_;  // null: not filled
+};
+
+}  // namespace
+
 void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   const bool warm = ctx.config.ef_init == "warm";
-  const float eta = kind_ == Kind::kEf21m ? static_cast<float>(ctx.config.ef_momentum) : 1.0f;
+  const bool momentum = kind_ == Kind::kEf21m;
+  const float eta = momentum ? static_cast<float>(ctx.config.ef_momentum) : 1.0f;
+  const bool lazy = inner_->accepts_lazy_input();
   std::vector<CompressTensor> first;       // warm start: dense mean of the source
   std::vector<CompressTensor> compressed;  // c = C(source - h)
   std::vector<size_t> first_of, compressed_of;
-  if (work_.size() < bucket.size()) {
-    work_.resize(bucket.size());
-    own_.resize(bucket.size());
-    mean_.resize(bucket.size());
-  }
-  auto& diff = work_;
-  auto& own = own_;
-  auto& mean = mean_;
+  std::vector<DifferenceStream> streams;  // lazy: one per compressed tensor
+  std::vector<bool> output_done(bucket.size(), false);
+  streams.reserve(bucket.size());  // compressed[j].lazy points into it
+  work_.clear();
+  own_.clear();
+  mean_.clear();
   for (size_t i = 0; i < bucket.size(); ++i) {
     CompressTensor& t = bucket[i];
     TensorState& s = store_.get(t.name, t.elements);
@@ -97,9 +143,9 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
     if (!s.ef_started) {
       s.h.assign(n, 0.0f);
       s.hbar.assign(n, 0.0f);
-      if (kind_ == Kind::kEf21m) s.v.assign(n, 0.0f);
+      if (momentum) s.v.assign(n, 0.0f);
       if (warm) {  // v = g, h = v, hbar = mean h (one dense reduction)
-        if (kind_ == Kind::kEf21m) s.v.assign(t.input, t.input + n);
+        if (momentum) s.v.assign(t.input, t.input + n);
         s.h.assign(t.input, t.input + n);
         CompressTensor f = t;
         f.input = s.h.data();
@@ -110,21 +156,38 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
         continue;
       }
     }
-    diff[i].resize(n);
-    if (kind_ == Kind::kEf21m) {
-      kernels::momentum_diff(t.input, s.v.data(), s.h.data(), eta, diff[i].data(), n);
-    } else {
-      kernels::subtract(t.input, s.h.data(), diff[i].data(), n);
-    }
-    own[i].resize(t.elements);
-    mean[i].resize(t.elements);
     CompressTensor c = t;
-    c.input = diff[i].data();
-    c.output = mean[i].data();
-    c.contribution = own[i].data();
     c.allow_sparse = true;
+    if (lazy) {
+      streams.emplace_back(t.input, momentum ? s.v.data() : nullptr, s.h.data(), s.hbar.data(), eta,
+                           t.output);
+      c.input = nullptr;
+      c.lazy = &streams.back();
+    } else {
+      c.input = nullptr;  // set below, once work_ stops growing
+      work_.append(n);
+    }
+    own_.append(n);
+    mean_.append(n);
     compressed.push_back(c);
     compressed_of.push_back(i);
+  }
+  // Scratch pointers, now that the buffers have their final size. The eager path computes the
+  // whole difference first.
+  for (size_t j = 0, at = 0; j < compressed.size(); at += compressed[j].elements, ++j) {
+    CompressTensor& c = compressed[j];
+    c.output = mean_.at(at);
+    c.contribution = own_.at(at);
+    if (lazy) continue;
+    const CompressTensor& t = bucket[compressed_of[j]];
+    TensorState& s = store_.get(t.name, t.elements);
+    float* diff = work_.at(at);
+    if (momentum) {
+      kernels::momentum_diff(t.input, s.v.data(), s.h.data(), eta, diff, t.elements);
+    } else {
+      kernels::subtract(t.input, s.h.data(), diff, t.elements);
+    }
+    c.input = diff;
   }
   if (!first.empty()) {
     std::vector<CompressTensor*> pointers;
@@ -135,14 +198,21 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
   for (size_t j = 0; j < compressed.size(); ++j) {
     const size_t i = compressed_of[j];
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    add_on_support(compressed[j], own[i].data(), s.h.data());      // h += C_i
-    add_on_support(compressed[j], mean[i].data(), s.hbar.data());  // hbar += mean c
+    add_on_support(compressed[j], compressed[j].contribution, s.h.data());  // h += C_i
+    add_on_support(compressed[j], compressed[j].output, s.hbar.data());     // hbar += mean c
+    // The stream left the old hbar in the output: the same additions make it the new one.
+    if (lazy && streams[j].fills_output()) {
+      add_on_support(compressed[j], compressed[j].output, bucket[i].output);
+      output_done[i] = true;
+    }
   }
   for (size_t i = 0; i < bucket.size(); ++i) {
     CompressTensor& t = bucket[i];
     TensorState& s = store_.get(t.name, t.elements);
     s.ef_started = true;
-    if (t.elements) std::memcpy(t.output, s.hbar.data(), t.elements * sizeof(float));
+    if (!output_done[i] && t.elements) {
+      std::memcpy(t.output, s.hbar.data(), t.elements * sizeof(float));
+    }
     // What this rank put into the global estimate: its h moved by C_i (or to h on the first step).
     if (t.contribution && t.elements)
       std::memcpy(t.contribution, s.h.data(), t.elements * sizeof(float));

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "compressors/compressor.h"
+#include "compressors/dense_mean.h"
 #include "compressors/tensor_state.h"
 
 namespace arcreduce {
@@ -30,8 +31,8 @@ class ErrorFeedback : public Compressor {
   std::unique_ptr<Compressor> inner_;
   Kind kind_;
   StateStore& store_;
-  // Scratch reused across calls (per position in the bucket), so steady state allocates nothing.
-  std::vector<std::vector<float>> work_, own_, mean_;
+  // Scratch reused across calls, never zeroed: steady state allocates and clears nothing.
+  PackedBuffer work_, own_, mean_;
 };
 
 // "ef14", "ef21", "ef21m" wrap `inner`; "none" returns it unwrapped.

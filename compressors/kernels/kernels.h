@@ -31,6 +31,11 @@ void sample_indices(uint64_t key, int64_t n, int64_t k, int64_t* out);
 
 // p (n x r, row-major) = y (n x m, row-major) * v (m x r, row-major), fp32 accumulation.
 void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p);
+// The same with the projection given transposed, vt (r x m, row-major): callers that sketch one
+// matrix in several row blocks transpose once (transpose_projection) and reuse it. Each row of p
+// depends only on the same row of y, so blocks give bit-identical results to one call.
+void transpose_projection(const float* v, int64_t m, int r, float* vt);
+void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p);
 // scores[j] = sum_c p[j * r + c]^2.
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores);
 // scores[j] = sum_c y[j * m + c]^2 (the exact score).

@@ -22,6 +22,12 @@ void fill_gaussian(uint64_t key, float* out, size_t n) {
 void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
   impl::sketch(host(), y, n, m, v, r, p);
 }
+void transpose_projection(const float* v, int64_t m, int r, float* vt) {
+  impl::transpose_projection(host(), v, m, r, vt);
+}
+void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p) {
+  impl::sketch_transposed(host(), y, n, m, vt, r, p);
+}
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores) {
   impl::sketch_row_scores(host(), p, n, r, scores);
 }

@@ -25,6 +25,13 @@ void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* 
             cudaStream_t stream) {
   impl::sketch(on(stream), y, n, m, v, r, p);
 }
+void transpose_projection(const float* v, int64_t m, int r, float* vt, cudaStream_t stream) {
+  impl::transpose_projection(on(stream), v, m, r, vt);
+}
+void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p,
+                       cudaStream_t stream) {
+  impl::sketch_transposed(on(stream), y, n, m, vt, r, p);
+}
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores, cudaStream_t stream) {
   impl::sketch_row_scores(on(stream), p, n, r, scores);
 }

@@ -24,6 +24,9 @@ void fill_gaussian(uint64_t key, float* out, size_t n, cudaStream_t stream);
 
 void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p,
             cudaStream_t stream);
+void transpose_projection(const float* v, int64_t m, int r, float* vt, cudaStream_t stream);
+void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p,
+                       cudaStream_t stream);
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores, cudaStream_t stream);
 void row_sq_norms(const float* y, int64_t n, int64_t m, float* scores, cudaStream_t stream);
 void top_k_rows(const float* scores, int64_t n, int64_t k, int64_t* rows, cudaStream_t stream);

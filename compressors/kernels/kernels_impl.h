@@ -128,25 +128,38 @@ struct SketchRowAny {
 };
 
 template <class Exec>
-void sketch(Exec&& exec, const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
+void transpose_projection(Exec&& exec, const float* v, int64_t m, int r, float* vt) {
+  if (m <= 0 || r <= 0) return;
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(m * r), Transpose{v, m, r, vt});
+}
+
+template <class Exec>
+void sketch_transposed(Exec&& exec, const float* y, int64_t n, int64_t m, const float* vt, int r,
+                       float* p) {
   if (n <= 0 || r <= 0) return;
-  auto vt = make_temp<float>(exec, m * r);
-  thrust::for_each(exec, count_from<int64_t>(0), count_from(m * r), Transpose{v, m, r, vt.get()});
   auto rows = [&](auto functor) {
     thrust::for_each(exec, count_from<int64_t>(0), count_from(n), functor);
   };
   switch (r) {
     case 1:
-      return rows(SketchRowFixed<1>{y, m, vt.get(), p});
+      return rows(SketchRowFixed<1>{y, m, vt, p});
     case 2:
-      return rows(SketchRowFixed<2>{y, m, vt.get(), p});
+      return rows(SketchRowFixed<2>{y, m, vt, p});
     case 4:
-      return rows(SketchRowFixed<4>{y, m, vt.get(), p});
+      return rows(SketchRowFixed<4>{y, m, vt, p});
     case 8:
-      return rows(SketchRowFixed<8>{y, m, vt.get(), p});
+      return rows(SketchRowFixed<8>{y, m, vt, p});
     default:
-      return rows(SketchRowAny{y, m, vt.get(), r, p});
+      return rows(SketchRowAny{y, m, vt, r, p});
   }
+}
+
+template <class Exec>
+void sketch(Exec&& exec, const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
+  if (n <= 0 || r <= 0) return;
+  auto vt = make_temp<float>(exec, m * r);
+  transpose_projection(exec, v, m, r, vt.get());
+  sketch_transposed(exec, y, n, m, vt.get(), r, p);
 }
 
 struct SketchScore {

@@ -82,6 +82,82 @@ TEST(Ef21, ColdStartBeginsFromZero) {
   }
 }
 
+// Hides accepts_lazy_input(), so the decorator hands the wrapped compressor a stored difference.
+class EagerOnly : public Compressor {
+ public:
+  explicit EagerOnly(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
+  void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) override {
+    for (const CompressTensor& t : bucket) EXPECT_EQ(t.lazy, nullptr) << t.name;
+    inner_->reduce(bucket, ctx);
+  }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+};
+
+// ARC under EF21/EF21M takes its input lazily (the difference is streamed while it is sketched,
+// and the output starts as the old hbar in the same pass). That must change nothing: outputs and
+// state equal, bit for bit, those of the stored-difference path, with the output reduced in
+// place over the gradient as the runtime does, on all three ARC paths and both starts.
+TEST(Ef21, LazyDifferenceMatchesStoredDifference) {
+  // sketch path (r < cols), exact path (cols <= r), dense fallback (1-D).
+  const std::vector<TensorSpec> tensors = {{"sketch", {40, 10}}, {"exact", {25, 2}}, {"bias", {7}}};
+  for (const char* ef : {"ef21", "ef21m"}) {
+    for (const char* init : {"warm", "zero"}) {
+      Config c = config();
+      c.ef_init = init;
+      const int world = 3, steps = 4;
+      const CompressionSpec spec{"arctopk", 0.2, ef, ""};
+      // [eager?][rank][tensor] outputs of the last step, and the stores.
+      std::vector<std::vector<std::vector<float>>> out[2];
+      std::vector<StateStore> stores[2] = {std::vector<StateStore>(world),
+                                           std::vector<StateStore>(world)};
+      for (int eager = 0; eager < 2; ++eager) {
+        out[eager].assign(world, {});
+        run_ranks(world, [&](Communicator& comm) {
+          const int rank = comm.rank();
+          StateStore& store = stores[eager][rank];
+          std::unique_ptr<Compressor> inner = make_compressor("arctopk");
+          if (eager) inner = std::make_unique<EagerOnly>(std::move(inner));
+          auto pipeline = with_error_feedback(std::move(inner), ef, store);
+          CompressorStats stats;
+          Logger log = make_logger(rank, "error");
+          for (int step = 0; step < steps; ++step) {
+            auto& data = out[eager][rank];
+            data.assign(tensors.size(), {});
+            std::vector<CompressTensor> bucket(tensors.size());
+            for (size_t t = 0; t < tensors.size(); ++t) {
+              const size_t n = tensors[t].elements();
+              for (size_t i = 0; i < n; ++i) data[t].push_back(smooth_input(rank, t, i, step));
+              CompressTensor& b = bucket[t];
+              b.name = tensors[t].name;
+              b.shape = tensors[t].shape;
+              b.elements = n;
+              b.step = store.get(b.name, n).compressed_steps;
+              b.input = b.output = data[t].data();  // in place, as the runtime reduces fp32
+            }
+            CompressContext ctx{comm, c, spec, stats, log};
+            pipeline->reduce(bucket, ctx);
+            for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
+          }
+        });
+      }
+      for (int r = 0; r < world; ++r) {
+        ASSERT_EQ(out[0][r], out[1][r]) << ef << " " << init << " rank " << r;
+        for (const auto& t : tensors) {
+          const TensorState& lazy = stores[0][r].get(t.name, t.elements());
+          const TensorState& eager = stores[1][r].get(t.name, t.elements());
+          EXPECT_EQ(lazy.h, eager.h) << ef << " " << init << " " << t.name;
+          EXPECT_EQ(lazy.hbar, eager.hbar) << ef << " " << init << " " << t.name;
+          EXPECT_EQ(lazy.v, eager.v) << ef << " " << init << " " << t.name;
+        }
+      }
+      // Every rank holds the same result.
+      for (int r = 1; r < world; ++r) EXPECT_EQ(out[0][r], out[0][0]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace arcreduce

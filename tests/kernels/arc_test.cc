@@ -1,6 +1,7 @@
 // ARC-Top-K kernels: sketch, scores, row selection, row gather/scatter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -42,6 +43,19 @@ TEST_P(SketchTest, MatchesDoubleReference) {
   std::vector<float> again(n * r + 1, -7.0f);
   sketch(y.data(), n, m, v.data(), r, again.data());
   EXPECT_EQ(again, p);
+  // Transposed projection, sketched in uneven row blocks: bit-identical to one call.
+  std::vector<float> vt(m * r + 1, -7.0f);
+  transpose_projection(v.data(), m, r, vt.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int c = 0; c < r; ++c) ASSERT_EQ(vt[c * m + i], v[i * r + c]);
+  }
+  EXPECT_EQ(vt[m * r], -7.0f);
+  std::vector<float> blocked(n * r + 1, -7.0f);
+  for (int64_t begin = 0, block = 1; begin < n; begin += block, block += 2) {
+    const int64_t rows = std::min(block, n - begin);
+    sketch_transposed(y.data() + begin * m, rows, m, vt.data(), r, blocked.data() + begin * r);
+  }
+  EXPECT_EQ(blocked, p);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SketchTest,
