@@ -112,6 +112,49 @@ void BM_ArcCompress(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * c.bytes());
 }
 
+// What one rank does for an EF21M tensor in the runtime: the momentum pass streams the
+// difference block by block (64 KiB) into the sketch and restarts the output from hbar, then
+// selection and the gather of the selected rows of v - h. Bytes: the gradient's.
+void BM_Ef21mArcStreamed(benchmark::State& state) {
+  ArcCase c(state);
+  std::vector<float> v = gaussian(c.y.size(), 5), h = gaussian(c.y.size(), 6);
+  const std::vector<float> hbar = gaussian(c.y.size(), 7);
+  std::vector<float> vt(c.v.size()), block;
+  const int64_t block_rows = std::max<int64_t>(1, 16384 / c.m);
+  block.resize(block_rows * c.m);
+  for (auto _ : state) {
+    transpose_projection(c.v.data(), c.m, kSketchRank, vt.data());
+    for (int64_t row = 0; row < c.n; row += block_rows) {
+      const int64_t rows = std::min(block_rows, c.n - row);
+      const int64_t at = row * c.m;
+      momentum_diff_restart(c.y.data() + at, v.data() + at, h.data() + at, hbar.data() + at, 0.1f,
+                            block.data(), c.y.data() + at, rows * c.m);
+      sketch_transposed(block.data(), rows, c.m, vt.data(), kSketchRank,
+                        c.p.data() + row * kSketchRank);
+    }
+    c.select();
+    for (int64_t j = 0; j < c.k; ++j) {
+      const int64_t at = c.rows[j] * c.m;
+      subtract(v.data() + at, h.data() + at, c.packed.data() + j * c.m, c.m);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_MomentumDiffRestart(benchmark::State& state) {
+  const size_t n = state.range(0);
+  auto g = gaussian(n, 4), v = gaussian(n, 5);
+  const auto h = gaussian(n, 6), hbar = gaussian(n, 7);
+  std::vector<float> diff(n);
+  for (auto _ : state) {
+    momentum_diff_restart(g.data(), v.data(), h.data(), hbar.data(), 0.1f, diff.data(), g.data(),
+                          n);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * int64_t{sizeof(float)});
+}
+
 void BM_FillGaussian(benchmark::State& state) {
   std::vector<float> out(state.range(0));
   for (auto _ : state) {
@@ -213,12 +256,14 @@ BENCHMARK(BM_RowScoresTopKRows)->Apply(matrix_shapes);
 BENCHMARK(BM_GatherRows)->Apply(matrix_shapes);
 BENCHMARK(BM_ScatterRows)->Apply(matrix_shapes);
 BENCHMARK(BM_ArcCompress)->Apply(matrix_shapes);
+BENCHMARK(BM_Ef21mArcStreamed)->Apply(matrix_shapes);
 BENCHMARK(BM_FillGaussian)->ArgName("n")->Arg(384 * kSketchRank)->Arg(1536 * kSketchRank);
 BENCHMARK(BM_MemcpyElements)->Apply(element_counts);
 BENCHMARK(BM_TopKAbs)->Apply(element_counts);
 BENCHMARK(BM_ScatterAdd)->Apply(element_counts);
 BENCHMARK(BM_Axpby)->Apply(element_counts);
 BENCHMARK(BM_Subtract)->Apply(element_counts);
+BENCHMARK(BM_MomentumDiffRestart)->Apply(element_counts);
 BENCHMARK(BM_FromFloatFp16)->Apply(element_counts);
 BENCHMARK(BM_ToFloatFp16)->Apply(element_counts);
 

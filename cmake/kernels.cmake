@@ -35,6 +35,15 @@ target_compile_definitions(arcreduce_kernels
 # the kernels are bandwidth bound and need the vectoriser's full cost model.
 target_compile_options(arcreduce_kernels PRIVATE
   $<$<AND:$<CXX_COMPILER_ID:GNU>,$<NOT:$<CONFIG:Debug>>>:-O3>)
+# x86-64: a second build of the sketch with AVX2 and FMA, chosen at run time when the CPU has
+# them (kernels_cpu_avx2.h says why only the sketch).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND
+   CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$")
+  target_sources(arcreduce_kernels PRIVATE ${_kernels_dir}/kernels_cpu_avx2.cc)
+  set_source_files_properties(${_kernels_dir}/kernels_cpu_avx2.cc PROPERTIES
+    COMPILE_OPTIONS "-mavx2;-mfma")
+  target_compile_definitions(arcreduce_kernels PRIVATE ARC_KERNELS_AVX2=1)
+endif()
 
 if(ARCREDUCE_CUDA)
   find_package(CUDAToolkit REQUIRED)

@@ -93,14 +93,14 @@ class DifferenceStream final : public LazyInput {
       : g_(g), v_(v), h_(h), hbar_(hbar), eta_(eta), output_(v || output != g ? output : nullptr) {}
   bool fills_output() const { return output_ != nullptr; }
   void stream(size_t begin, size_t end, float* out) override {
-    if (v_) {
-      kernels::momentum_diff(g_ + begin, v_ + begin, h_ + begin, eta_, out, end - begin);
-    } else {
-      kernels::subtract(g_ + begin, h_ + begin, out, end - begin);
+    const size_t n = end - begin;
+    if (v_) {  // EF21M always fills the output
+      kernels::momentum_diff_restart(g_ + begin, v_ + begin, h_ + begin, hbar_ + begin, eta_, out,
+                                     output_ + begin, n);
+      return;
     }
-    if (output_ && end > begin) {
-      std::memcpy(output_ + begin, hbar_ + begin, (end - begin) * sizeof(float));
-    }
+    kernels::subtract(g_ + begin, h_ + begin, out, n);
+    if (output_ && n) std::memcpy(output_ + begin, hbar_ + begin, n * sizeof(float));
   }
   void gather_rows(const int64_t* rows, int64_t k, int64_t row_length, float* packed) override {
     const float* source = v_ ? v_ : g_;  // v was updated by the stream

@@ -68,6 +68,10 @@ void axpby(float a, const float* x, float b, float* y, size_t n);
 void subtract(const float* x, const float* y, float* out, size_t n);
 // The EF21M pre-step in one pass: v = (1 - eta) * v + eta * g, then diff = v - h.
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n);
+// momentum_diff, and out = hbar in the same pass (EF21M's output restarts from the old global
+// estimate). out may alias g, and only g.
+void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,
+                           float* diff, float* out, size_t n);
 
 // --- casts -------------------------------------------------------------------------------
 

@@ -2,11 +2,30 @@
 // (one thread, the caller's).
 #include <thrust/system/cpp/execution_policy.h>
 
+#include <vector>
+
 #include "compressors/kernels/kernels.h"
+#include "compressors/kernels/kernels_cpu_avx2.h"
 #include "compressors/kernels/kernels_impl.h"
 
 namespace arcreduce {
 namespace kernels {
+
+#if !defined(ARC_KERNELS_AVX2)
+namespace avx2 {  // not built for this target
+bool available() {
+  return false;
+}
+void sketch_transposed(const float*, int64_t, int64_t, const float*, int, float*) {}
+}  // namespace avx2
+#else
+namespace avx2 {
+bool available() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+}  // namespace avx2
+#endif
+
 namespace {
 
 auto host() {
@@ -20,12 +39,17 @@ void fill_gaussian(uint64_t key, float* out, size_t n) {
 }
 
 void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
-  impl::sketch(host(), y, n, m, v, r, p);
+  if (n <= 0 || r <= 0) return;
+  std::vector<float> vt(static_cast<size_t>(m) * r);
+  transpose_projection(v, m, r, vt.data());
+  sketch_transposed(y, n, m, vt.data(), r, p);
 }
 void transpose_projection(const float* v, int64_t m, int r, float* vt) {
   impl::transpose_projection(host(), v, m, r, vt);
 }
 void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p) {
+  static const bool wide = avx2::available();
+  if (wide) return avx2::sketch_transposed(y, n, m, vt, r, p);
   impl::sketch_transposed(host(), y, n, m, vt, r, p);
 }
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores) {
@@ -71,6 +95,10 @@ void subtract(const float* x, const float* y, float* out, size_t n) {
 }
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
   impl::momentum_diff(host(), g, v, h, eta, diff, n);
+}
+void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,
+                           float* diff, float* out, size_t n) {
+  impl::momentum_diff_restart(host(), g, v, h, hbar, eta, diff, out, n);
 }
 
 void to_float(const void* src, DType dtype, float* dst, size_t n) {

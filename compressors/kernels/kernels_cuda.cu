@@ -81,6 +81,10 @@ void momentum_diff(const float* g, float* v, const float* h, float eta, float* d
                    cudaStream_t stream) {
   impl::momentum_diff(on(stream), g, v, h, eta, diff, n);
 }
+void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,
+                           float* diff, float* out, size_t n, cudaStream_t stream) {
+  impl::momentum_diff_restart(on(stream), g, v, h, hbar, eta, diff, out, n);
+}
 
 void to_float(const void* src, DType dtype, float* dst, size_t n, cudaStream_t stream) {
   impl::to_float(on(stream), src, dtype, dst, n);

@@ -47,6 +47,8 @@ void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t st
 void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream);
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n,
                    cudaStream_t stream);
+void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,
+                           float* diff, float* out, size_t n, cudaStream_t stream);
 
 void to_float(const void* src, DType dtype, float* dst, size_t n, cudaStream_t stream);
 void from_float(const float* src, DType dtype, void* dst, size_t n, cudaStream_t stream);

@@ -15,11 +15,13 @@
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/scatter.h>
+#include <thrust/system/cpp/execution_policy.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "arcreduce/types.h"
 #include "compressors/kernels/philox.h"
@@ -34,6 +36,24 @@ inline namespace ARC_KERNELS_ABI {
 template <class T>
 thrust::counting_iterator<T> count_from(T first) {
   return thrust::counting_iterator<T>(first);
+}
+
+// f(i) for i in [0, n). On Thrust's sequential CPU system a plain loop marked ivdep, so that g++
+// vectorises functors over several pointers that may alias (the output of an in-place update is
+// its input): only for functors that read and write index i alone. Elsewhere thrust::for_each.
+// (The sequential loop also keeps Thrust's code out of the AVX2 build of the sketch,
+// kernels_cpu_avx2.cc, whose instantiations must all live in its own ABI namespace.)
+template <class Exec, class Index, class F>
+void for_each_index(Exec&& exec, Index n, F f) {
+  using Sequential = std::decay_t<decltype(thrust::cpp::par)>;
+  if constexpr (std::is_same_v<std::decay_t<Exec>, Sequential>) {
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma GCC ivdep
+#endif
+    for (Index i = 0; i < n; ++i) f(i);
+  } else {
+    thrust::for_each(exec, count_from<Index>(0), count_from(n), f);
+  }
 }
 
 // --- randomness ------------------------------------------------------------------------------
@@ -61,12 +81,31 @@ void fill_gaussian(Exec&& exec, uint64_t key, float* out, size_t n) {
 
 // --- ARC-Top-K -------------------------------------------------------------------------------
 
-// Dot products keep kLanes independent partial sums (one SIMD register's worth on the CPU),
-// combined by a fixed tree: deterministic, and vectorised by g++ without -ffast-math.
-constexpr int kLanes = 8;
+// Dot products keep kLanes independent partial sums, combined by a fixed tree: deterministic,
+// and vectorised by g++ without -ffast-math. 32 lanes are four AVX registers (eight SSE ones):
+// enough independent chains to hide the add or FMA latency, which one register's worth is not.
+constexpr int kLanes = 32;
 
-ARC_HOST_DEVICE inline float sum_lanes(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+// Sums acc[0..kLanes) pairwise (acc[l] += acc[l + w] for w = 16, 8, 4, 2, 1); destroys acc.
+// Spelled out so that every step has a constant trip count the compiler unrolls.
+ARC_HOST_DEVICE inline float sum_lanes(float* acc) {
+  static_assert(kLanes == 32, "sum_lanes spells out the tree for 32 lanes");
+  for (int l = 0; l < 16; ++l) acc[l] += acc[l + 16];
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  for (int l = 0; l < 2; ++l) acc[l] += acc[l + 2];
+  return acc[0] + acc[1];
+}
+
+// sum_i a[i] * b[i] over n values, in kLanes partial sums.
+ARC_HOST_DEVICE inline float dot_lanes(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return sum_lanes(acc);
 }
 
 // vt (r x m) = transpose of v (m x r), so that each column of v is contiguous.
@@ -81,32 +120,9 @@ struct Transpose {
   }
 };
 
-// One row of p = y v for a compile-time sketch rank R: the row of y is read once and
-// multiplied into R dot products with the contiguous columns vt[c].
-template <int R>
-struct SketchRowFixed {
-  const float* y;
-  int64_t m;
-  const float* vt;
-  float* p;
-  ARC_HOST_DEVICE void operator()(int64_t row) const {
-    const float* yr = y + row * m;
-    float acc[R][kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= m; i += kLanes) {
-      for (int c = 0; c < R; ++c) {
-        for (int l = 0; l < kLanes; ++l) acc[c][l] += yr[i + l] * vt[c * m + i + l];
-      }
-    }
-    for (int l = 0; i < m; ++i, ++l) {
-      for (int c = 0; c < R; ++c) acc[c][l] += yr[i] * vt[c * m + i];
-    }
-    for (int c = 0; c < R; ++c) p[row * R + c] = sum_lanes(acc[c]);
-  }
-};
-
-// Any other rank: the same summation order, one output column at a time.
-struct SketchRowAny {
+// One row of p = y v: r dot products of the row (read from cache after the first) with the
+// contiguous columns vt[c].
+struct SketchRow {
   const float* y;
   int64_t m;
   const float* vt;
@@ -114,16 +130,7 @@ struct SketchRowAny {
   float* p;
   ARC_HOST_DEVICE void operator()(int64_t row) const {
     const float* yr = y + row * m;
-    for (int c = 0; c < r; ++c) {
-      const float* col = vt + c * m;
-      float acc[kLanes] = {};
-      int64_t i = 0;
-      for (; i + kLanes <= m; i += kLanes) {
-        for (int l = 0; l < kLanes; ++l) acc[l] += yr[i + l] * col[i + l];
-      }
-      for (int l = 0; i < m; ++i, ++l) acc[l] += yr[i] * col[i];
-      p[row * r + c] = sum_lanes(acc);
-    }
+    for (int c = 0; c < r; ++c) p[row * r + c] = dot_lanes(yr, vt + c * m, m);
   }
 };
 
@@ -137,21 +144,7 @@ template <class Exec>
 void sketch_transposed(Exec&& exec, const float* y, int64_t n, int64_t m, const float* vt, int r,
                        float* p) {
   if (n <= 0 || r <= 0) return;
-  auto rows = [&](auto functor) {
-    thrust::for_each(exec, count_from<int64_t>(0), count_from(n), functor);
-  };
-  switch (r) {
-    case 1:
-      return rows(SketchRowFixed<1>{y, m, vt, p});
-    case 2:
-      return rows(SketchRowFixed<2>{y, m, vt, p});
-    case 4:
-      return rows(SketchRowFixed<4>{y, m, vt, p});
-    case 8:
-      return rows(SketchRowFixed<8>{y, m, vt, p});
-    default:
-      return rows(SketchRowAny{y, m, vt, r, p});
-  }
+  for_each_index(exec, n, SketchRow{y, m, vt, r, p});
 }
 
 template <class Exec>
@@ -182,13 +175,7 @@ struct RowSqNorm {
   int64_t m;
   ARC_HOST_DEVICE float operator()(int64_t row) const {
     const float* yr = y + row * m;
-    float acc[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= m; i += kLanes) {
-      for (int l = 0; l < kLanes; ++l) acc[l] += yr[i + l] * yr[i + l];
-    }
-    for (int l = 0; i < m; ++i, ++l) acc[l] += yr[i] * yr[i];
-    return sum_lanes(acc);
+    return dot_lanes(yr, yr, m);
   }
 };
 
@@ -303,11 +290,32 @@ struct MomentumDiff {
     diff[i] = vi - h[i];
   }
 };
+// MomentumDiff plus out[i] = hbar[i] in the same pass; out may alias g (read first).
+struct MomentumDiffRestart {
+  const float* g;
+  float* v;
+  const float* h;
+  const float* hbar;
+  float* diff;
+  float* out;
+  float eta;
+  ARC_HOST_DEVICE void operator()(size_t i) const {
+    const float vi = (1.0f - eta) * v[i] + eta * g[i];
+    v[i] = vi;
+    diff[i] = vi - h[i];
+    out[i] = hbar[i];
+  }
+};
+template <class Exec>
+void momentum_diff_restart(Exec&& exec, const float* g, float* v, const float* h, const float* hbar,
+                           float eta, float* diff, float* out, size_t n) {
+  for_each_index(exec, n, MomentumDiffRestart{g, v, h, hbar, diff, out, eta});
+}
+
 template <class Exec>
 void momentum_diff(Exec&& exec, const float* g, float* v, const float* h, float eta, float* diff,
                    size_t n) {
-  thrust::for_each(exec, thrust::counting_iterator<size_t>(0), thrust::counting_iterator<size_t>(n),
-                   MomentumDiff{g, v, h, diff, eta});
+  for_each_index(exec, n, MomentumDiff{g, v, h, diff, eta});
 }
 
 // --- casts -----------------------------------------------------------------------------------

@@ -67,6 +67,17 @@ TEST(ElementWise, MomentumDiffIsMomentumThenDifference) {
       EXPECT_FLOAT_EQ(v[i], want);
       EXPECT_EQ(diff[i], v[i] - h[i]);
     }
+    // The restarting variant: the same v and diff, and out = hbar, also when out is g itself.
+    const auto hbar = random_floats(n, 34);
+    for (bool aliased : {false, true}) {
+      std::vector<float> g2 = g, v2 = v0, diff2(n, -1.0f), separate(n, -1.0f);
+      float* out = aliased ? g2.data() : separate.data();
+      momentum_diff_restart(g2.data(), v2.data(), h.data(), hbar.data(), 0.1f, diff2.data(), out,
+                            n);
+      EXPECT_EQ(v2, v) << aliased;
+      EXPECT_EQ(diff2, diff) << aliased;
+      EXPECT_EQ(std::vector<float>(out, out + n), hbar) << aliased;
+    }
   }
 }
 
