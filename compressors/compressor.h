@@ -15,6 +15,7 @@
 
 #include "arcreduce/config.h"
 #include "arcreduce/stats.h"
+#include "compressors/tensor_state.h"
 #include "ops/communicator.h"
 #include "runtime/logging.h"
 #include "tensor_queue/message.h"
@@ -66,6 +67,10 @@ struct CompressContext {
   const CompressionSpec& spec;  // ratio, granularity, error feedback of this bucket
   CompressorStats& stats;
   const Logger& log;
+  // This rank's per-tensor state, for compressors that keep their own (Ok-Topk's residual and
+  // thresholds). The caller holds its mutex for the whole reduce(). Null only in tests of
+  // stateless compressors; a compressor that needs it throws Error without it.
+  StateStore* state = nullptr;
 };
 
 class Compressor {
@@ -76,7 +81,7 @@ class Compressor {
   virtual bool accepts_lazy_input() const { return false; }
 };
 
-// "fp16", "topk", "randk", "arctopk"; nullptr for names without a compressor of their own
+// "fp16", "topk", "randk", "arctopk", "oktopk"; nullptr for names without a compressor of their own
 // ("none" is the executor's native-dtype dense path).
 std::unique_ptr<Compressor> make_compressor(const std::string& name);
 // True for "none" and every name make_compressor() builds.

@@ -1,6 +1,7 @@
 #include "compressors/arctopk.h"
 #include "compressors/compressor.h"
 #include "compressors/fp16.h"
+#include "compressors/oktopk.h"
 #include "compressors/randk.h"
 #include "compressors/topk.h"
 
@@ -11,11 +12,13 @@ std::unique_ptr<Compressor> make_compressor(const std::string& name) {
   if (name == "topk") return std::make_unique<TopK>();
   if (name == "randk") return std::make_unique<RandK>();
   if (name == "fp16") return std::make_unique<Fp16>();
+  if (name == "oktopk") return std::make_unique<OkTopK>();
   return nullptr;
 }
 
 bool compressor_available(const std::string& name) {
-  return name == "none" || name == "arctopk" || name == "topk" || name == "randk" || name == "fp16";
+  return name == "none" || name == "arctopk" || name == "topk" || name == "randk" ||
+         name == "fp16" || name == "oktopk";
 }
 
 }  // namespace arcreduce

@@ -10,7 +10,9 @@ namespace arcreduce {
 namespace {
 
 constexpr char kMagic[8] = {'A', 'R', 'C', 'S', 'T', 'A', 'T', 'E'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added the named compressor state (TensorState::floats, int64s, doubles).
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestReadableVersion = 1;
 
 uint64_t fnv1a(const std::string& bytes) {
   uint64_t h = 1469598103934665603ull;
@@ -31,9 +33,20 @@ class Out {
     pod<uint64_t>(v.size());
     s_.append(v);
   }
-  void floats(const std::vector<float>& v) {
+  template <typename T>
+  void vec(const std::vector<T>& v) {
     pod<uint64_t>(v.size());
-    s_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    s_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  void floats(const std::vector<float>& v) { vec(v); }
+  // Count, then (name, vector) in name order.
+  template <typename T>
+  void named(const std::map<std::string, std::vector<T>>& entries) {
+    pod<uint64_t>(entries.size());
+    for (const auto& kv : entries) {
+      str(kv.first);
+      vec(kv.second);
+    }
   }
   std::string& bytes() { return s_; }
 
@@ -59,13 +72,26 @@ class In {
     pos_ += n;
     return v;
   }
-  std::vector<float> floats() {
+  template <typename T>
+  std::vector<T> vec() {
     auto n = pod<uint64_t>();
-    if (n > (s_.size() - pos_) / sizeof(float)) fail("truncated");
-    std::vector<float> v(n);
-    std::memcpy(v.data(), s_.data() + pos_, n * sizeof(float));
-    pos_ += n * sizeof(float);
+    if (n > (s_.size() - pos_) / sizeof(T)) fail("truncated");
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), s_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
     return v;
+  }
+  std::vector<float> floats() { return vec<float>(); }
+  template <typename T>
+  std::map<std::string, std::vector<T>> named() {
+    std::map<std::string, std::vector<T>> entries;
+    const auto count = pod<uint64_t>();
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string name = str();
+      if (entries.count(name)) fail("duplicate state entry '" + name + "': corrupted");
+      entries.emplace(std::move(name), vec<T>());
+    }
+    return entries;
   }
   size_t pos() const { return pos_; }
   [[noreturn]] void fail(const std::string& why) const {
@@ -126,6 +152,9 @@ void StateStore::save(const std::string& path, int rank, int size) const {
     out.floats(s.h);
     out.floats(s.hbar);
     out.floats(s.v);
+    out.named(s.floats);
+    out.named(s.int64s);
+    out.named(s.doubles);
   }
   out.pod<uint64_t>(fnv1a(out.bytes()));
   const std::string tmp = path + ".tmp";
@@ -157,9 +186,9 @@ void StateStore::load(const std::string& path, int rank, int size) {
   }
   for (size_t i = 0; i < sizeof(kMagic); ++i) in.pod<char>();
   const auto version = in.pod<uint32_t>();
-  if (version != kVersion) {
-    in.fail("file version " + std::to_string(version) + ", this build reads version " +
-            std::to_string(kVersion));
+  if (version < kOldestReadableVersion || version > kVersion) {
+    in.fail("file version " + std::to_string(version) + ", this build reads versions " +
+            std::to_string(kOldestReadableVersion) + " to " + std::to_string(kVersion));
   }
   const auto file_rank = in.pod<int32_t>();
   const auto file_size = in.pod<int32_t>();
@@ -180,6 +209,11 @@ void StateStore::load(const std::string& path, int rank, int size) {
     s.h = in.floats();
     s.hbar = in.floats();
     s.v = in.floats();
+    if (version >= 2) {
+      s.floats = in.named<float>();
+      s.int64s = in.named<int64_t>();
+      s.doubles = in.named<double>();
+    }
     states.emplace(std::move(name), std::move(s));
   }
   if (in.pos() != bytes.size() - sizeof(stored)) in.fail("trailing bytes: corrupted");

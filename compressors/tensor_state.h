@@ -1,6 +1,7 @@
 // Per-tensor compressor state of one rank, keyed by tensor name (buckets change from step to
-// step; names do not): step counters and error-feedback buffers in fp32. save()/load() write and
-// read all of it (docs/compressors.md, "State files").
+// step; names do not): step counters, error-feedback buffers in fp32, and named buffers that any
+// compressor may keep. save()/load() write and read all of it (docs/compressors.md, "State
+// files").
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,14 @@ struct TensorState {
   std::vector<float> h;           // ef21/ef21m local estimate h_i
   std::vector<float> hbar;        // ef21/ef21m global estimate (equal on all ranks)
   std::vector<float> v;           // ef21m momentum
+
+  // Compressor-owned state, saved and loaded with the rest without changing this struct or the
+  // file format: fp32 buffers, int64 and double vectors, each under a name prefixed by its
+  // owner ("oktopk.residual"). An absent name reads as an empty vector; a compressor sizes its
+  // entries itself (the element count above is the tensor's).
+  std::map<std::string, std::vector<float>> floats;
+  std::map<std::string, std::vector<int64_t>> int64s;
+  std::map<std::string, std::vector<double>> doubles;
 };
 
 class StateStore {
@@ -29,9 +38,11 @@ class StateStore {
   TensorState& get(const std::string& name, size_t elements);
 
   // Throws Error with the path and the reason on I/O failure. Format: magic, version, rank,
-  // world size, tensor count, per tensor (name, counters, buffers), FNV-1a checksum.
+  // world size, tensor count, per tensor (name, counters, buffers, named compressor state),
+  // FNV-1a checksum.
   void save(const std::string& path, int rank, int size) const;
-  // Replaces all state. Rejects a file of another rank or world size, another version, a
+  // Replaces all state. Reads this version and version 1 (no named compressor state). Rejects a
+  // file of another rank or world size, another version, a
   // corrupted or truncated file. Tensors submitted later that the file does not know are an
   // error (another tensor set), unless the file was empty.
   void load(const std::string& path, int rank, int size);

@@ -29,6 +29,14 @@ struct TrafficCounters {
   uint64_t bytes_received = 0;
 };
 
+// A non-blocking point-to-point transfer started by isend()/irecv(). Every active request must
+// be completed with Communicator::wait() before its buffer is reused or read, and before the
+// communicator is destroyed.
+struct P2pRequest {
+  uint64_t id = 0;  // 0: nothing in flight (never started, or already completed)
+  bool active() const { return id != 0; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -62,6 +70,16 @@ class Communicator {
   // Simultaneous send to `dst` and receive from `src` (deadlock-free in rings).
   virtual void sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf,
                         size_t recv_bytes, int src, int tag) = 0;
+  // Non-blocking point-to-point on the same channel as send()/recv() (a message sent with one
+  // may be received with the other). Messages between one pair of ranks with one tag are
+  // received in the order they were sent, and receives match in the order they were posted.
+  // The buffer must stay valid (and, for isend, unmodified) until wait() returns. Traffic is
+  // counted when the request completes.
+  virtual P2pRequest isend(const void* buf, size_t bytes, int dst, int tag) = 0;
+  virtual P2pRequest irecv(void* buf, size_t bytes, int src, int tag) = 0;
+  // Blocks until `request` completes and resets it; an inactive request returns at once. A
+  // receive whose message has another size than posted throws Error (kInternal).
+  virtual void wait(P2pRequest* request) = 0;
   virtual void barrier() = 0;
   // Ends the whole job (all ranks) with `code`; used by the stall inspector. Loopback
   // implementations record the call instead of killing the test process.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -221,6 +222,46 @@ class LoopbackCommunicator : public Communicator {
     recv(recv_buf, recv_bytes, src, tag);
   }
 
+  // Sends are buffered, so isend completes at once (counted at wait, like MPI). Receives are
+  // matched at wait(): earlier-posted receives with the same source and tag are completed first,
+  // so matching follows posting order as in MPI.
+  P2pRequest isend(const void* buf, size_t bytes, int dst, int tag) override {
+    check_rank(dst, "isend");
+    check_tag(tag);
+    require_buffer(buf, bytes, "isend");
+    state_->post(rank_, dst, tag, snapshot(buf, bytes));
+    return start(Transfer{true, nullptr, bytes, dst, tag});
+  }
+
+  P2pRequest irecv(void* buf, size_t bytes, int src, int tag) override {
+    check_rank(src, "irecv");
+    check_tag(tag);
+    require_buffer(buf, bytes, "irecv");
+    return start(Transfer{false, buf, bytes, src, tag});
+  }
+
+  void wait(P2pRequest* request) override {
+    if (request == nullptr || !request->active()) return;
+    auto it = transfers_.find(request->id);
+    if (it == transfers_.end()) {
+      throw Error("wait: request " + std::to_string(request->id) + " is not in flight");
+    }
+    *request = P2pRequest{};
+    if (!it->second.send) {
+      for (auto earlier = transfers_.begin(); earlier != it; ++earlier) {
+        Transfer& t = earlier->second;
+        if (!t.send && !t.matched && t.peer == it->second.peer && t.tag == it->second.tag) {
+          match(&t);
+        }
+      }
+      if (!it->second.matched) match(&it->second);
+    }
+    Transfer transfer = std::move(it->second);
+    transfers_.erase(it);
+    if (!transfer.error.empty()) throw Error(transfer.error, StatusCode::kInternal);
+    record(transfer.send ? TrafficCounters{transfer.bytes, 0} : TrafficCounters{0, transfer.bytes});
+  }
+
   void barrier() override { collective(Contribution{"barrier"}, nullptr, nullptr); }
 
   void abort(int code, const std::string& reason) override {
@@ -256,8 +297,38 @@ class LoopbackCommunicator : public Communicator {
     bytes_received_ += delta.bytes_received;
   }
 
+  struct Transfer {
+    bool send = false;
+    void* buf = nullptr;  // receives
+    size_t bytes = 0;
+    int peer = 0;
+    int tag = 0;
+    bool matched = false;  // receive filled by an earlier wait
+    std::string error;     // size mismatch found while matching, thrown by its own wait
+  };
+
+  P2pRequest start(Transfer transfer) {
+    P2pRequest request{next_request_++};
+    transfers_.emplace(request.id, std::move(transfer));
+    return request;
+  }
+
+  void match(Transfer* t) {
+    std::vector<char> message = state_->take(t->peer, rank_, t->tag);
+    t->matched = true;
+    if (message.size() != t->bytes) {
+      t->error = "rank " + std::to_string(rank_) + " irecv(src=" + std::to_string(t->peer) +
+                 ", tag=" + std::to_string(t->tag) + ") expected " + std::to_string(t->bytes) +
+                 " bytes, message has " + std::to_string(message.size());
+      return;
+    }
+    if (t->bytes > 0) std::memcpy(t->buf, message.data(), t->bytes);
+  }
+
   std::shared_ptr<LoopbackState> state_;
   const int rank_;
+  std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id, i.e. in posting order
+  uint64_t next_request_ = 1;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
 };
 

@@ -8,7 +8,9 @@
 //     with a message naming both calls) and computes reductions once, in rank order, so all ranks
 //     get bit-identical results. Generations keep consecutive collectives apart.
 //   * Point-to-point: buffered mailboxes keyed by (src, dst, tag), FIFO; send never blocks and
-//     recv requires the message to have exactly the requested size.
+//     recv requires the message to have exactly the requested size. isend completes at once;
+//     irecv is matched when it is waited on (earlier-posted receives of the same source and tag
+//     first, so matching follows posting order).
 //   * Never hangs: a wait longer than the world's timeout, LoopbackWorld::fail() or abort() fails
 //     the world; every waiting and later call then throws arcreduce::Error(kInternal) carrying the
 //     first failure reason.

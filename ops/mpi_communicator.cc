@@ -389,6 +389,46 @@ void MpiCommunicator::sendrecv(const void* send_buf, size_t send_bytes, int dst,
   record({send_bytes, recv_bytes});
 }
 
+P2pRequest MpiCommunicator::start(Transfer transfer) {
+  P2pRequest request{next_request_++};
+  transfers_.emplace(request.id, std::move(transfer));
+  return request;
+}
+
+P2pRequest MpiCommunicator::isend(const void* buf, size_t bytes, int dst, int tag) {
+  check_rank(dst, "isend");
+  check_tag(tag);
+  require_buffer(buf, bytes, "isend");
+  Transfer transfer;
+  transfer.bytes = bytes;
+  transfer.send = true;
+  post_send(buf, bytes, dst, tag, comm_, &transfer.pending);
+  return start(std::move(transfer));
+}
+
+P2pRequest MpiCommunicator::irecv(void* buf, size_t bytes, int src, int tag) {
+  check_rank(src, "irecv");
+  check_tag(tag);
+  require_buffer(buf, bytes, "irecv");
+  Transfer transfer;
+  transfer.bytes = bytes;
+  post_recv(buf, bytes, src, tag, comm_, &transfer.pending);
+  return start(std::move(transfer));
+}
+
+void MpiCommunicator::wait(P2pRequest* request) {
+  if (request == nullptr || !request->active()) return;
+  auto it = transfers_.find(request->id);
+  if (it == transfers_.end()) {
+    throw Error("wait: request " + std::to_string(request->id) + " is not in flight");
+  }
+  Transfer transfer = std::move(it->second);
+  transfers_.erase(it);
+  *request = P2pRequest{};
+  wait_all(&transfer.pending);
+  record(transfer.send ? TrafficCounters{transfer.bytes, 0} : TrafficCounters{0, transfer.bytes});
+}
+
 void MpiCommunicator::barrier() {
   ARC_MPI_CHECK(MPI_Barrier(comm_));
 }

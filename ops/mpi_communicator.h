@@ -15,6 +15,7 @@
 #include <atomic>
 #include <climits>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class MpiCommunicator : public Communicator {
   void recv(void* buf, size_t bytes, int src, int tag) override;
   void sendrecv(const void* send_buf, size_t send_bytes, int dst, void* recv_buf, size_t recv_bytes,
                 int src, int tag) override;
+  P2pRequest isend(const void* buf, size_t bytes, int dst, int tag) override;
+  P2pRequest irecv(void* buf, size_t bytes, int src, int tag) override;
+  void wait(P2pRequest* request) override;
   void barrier() override;
   // Logs `reason` at error level, then MPI_Abort on the whole job; does not return.
   void abort(int code, const std::string& reason) override;
@@ -87,6 +91,13 @@ class MpiCommunicator : public Communicator {
   void post_send(const void* buf, size_t bytes, int dst, int tag, MPI_Comm comm, Pending* pending);
   void post_recv(void* buf, size_t bytes, int src, int tag, MPI_Comm comm, Pending* pending);
   void wait_all(Pending* pending);
+  // A transfer of isend()/irecv() until wait(): its MPI requests and its size for the counters.
+  struct Transfer {
+    Pending pending;
+    size_t bytes = 0;
+    bool send = false;
+  };
+  P2pRequest start(Transfer transfer);
   void ring_allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes);
   void release() noexcept;
 
@@ -97,6 +108,8 @@ class MpiCommunicator : public Communicator {
   int tag_upper_bound_ = 32767;
   MpiReduceOps reduce_ops_;
   std::vector<char> ring_scratch_;
+  std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id
+  uint64_t next_request_ = 1;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
 };
 

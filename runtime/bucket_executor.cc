@@ -119,7 +119,8 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
 
   t = std::chrono::steady_clock::now();
   const TrafficCounters before = ctx_.comm->traffic();
-  CompressContext context{*ctx_.comm, ctx_.config, signature.compression, cstats, ctx_.log};
+  CompressContext context{*ctx_.comm, ctx_.config, signature.compression,
+                          cstats,     ctx_.log,    &state_};
   pipeline(signature.compression).reduce(bucket, context);
   const TrafficCounters after = ctx_.comm->traffic();
   cstats.bytes_sent += after.bytes_sent - before.bytes_sent;

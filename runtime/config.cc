@@ -127,6 +127,10 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   check_choice(kEnvAllreduceAlgorithm, c.allreduce_algorithm, {"auto", "ring", "mpi"});
   check_choice(kEnvGranularity, c.granularity, granularity_names());
   check_choice(kEnvEfInit, c.ef_init, {"warm", "zero"});
+  if (c.oktopk_tau < 1) reject(kEnvOkTopkTau, std::to_string(c.oktopk_tau), "an integer >= 1");
+  if (c.oktopk_tau_prime < 1) {
+    reject(kEnvOkTopkTauPrime, std::to_string(c.oktopk_tau_prime), "an integer >= 1");
+  }
 }
 
 void Config::validate() const {
@@ -186,6 +190,12 @@ Config Config::from_env() {
   get(kEnvCheckConsistency, [&](auto& k, auto& v) {
     if (v != "0" && v != "1") reject(k, v, "0 or 1");
     c.check_consistency = v == "1";
+  });
+  get(kEnvOkTopkTau, [&](auto& k, auto& v) { c.oktopk_tau = parse_int(k, v); });
+  get(kEnvOkTopkTauPrime, [&](auto& k, auto& v) { c.oktopk_tau_prime = parse_int(k, v); });
+  get(kEnvOkTopkRebalance, [&](auto& k, auto& v) {
+    if (v != "0" && v != "1") reject(k, v, "0 or 1");
+    c.oktopk_rebalance = v == "1";
   });
   validate_config(c, env);
   return c;

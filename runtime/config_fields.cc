@@ -23,7 +23,10 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvAllreduceAlgorithm,
                                                 kEnvGranularity,
                                                 kEnvEfInit,
-                                                kEnvCheckConsistency};
+                                                kEnvCheckConsistency,
+                                                kEnvOkTopkTau,
+                                                kEnvOkTopkTauPrime,
+                                                kEnvOkTopkRebalance};
   return vars;
 }
 
@@ -45,6 +48,9 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
       {kEnvAllreduceAlgorithm, c.allreduce_algorithm},
       {kEnvEfInit, c.ef_init},
       {kEnvCheckConsistency, str(c.check_consistency)},
+      {kEnvOkTopkTau, str(c.oktopk_tau)},
+      {kEnvOkTopkTauPrime, str(c.oktopk_tau_prime)},
+      {kEnvOkTopkRebalance, str(c.oktopk_rebalance)},
   };
 }
 

@@ -28,6 +28,9 @@ constexpr const char* kEnvAllreduceAlgorithm = "ARCREDUCE_ALLREDUCE_ALGORITHM";
 constexpr const char* kEnvGranularity = "ARCREDUCE_GRANULARITY";
 constexpr const char* kEnvEfInit = "ARCREDUCE_EF_INIT";
 constexpr const char* kEnvCheckConsistency = "ARCREDUCE_CHECK_CONSISTENCY";
+constexpr const char* kEnvOkTopkTau = "ARCREDUCE_OKTOPK_TAU";
+constexpr const char* kEnvOkTopkTauPrime = "ARCREDUCE_OKTOPK_TAU_PRIME";
+constexpr const char* kEnvOkTopkRebalance = "ARCREDUCE_OKTOPK_REBALANCE";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();

@@ -73,11 +73,16 @@ inline std::vector<RankResult> run_compressor(int world, const std::string& comp
         res.output[t].assign(n, std::nanf(""));
         res.contribution[t].assign(n, std::nanf(""));
         TensorState& s = state[rank].get(tensors[t].name, n);
-        bucket[t] = CompressTensor{
-            tensors[t].name,      tensors[t].shape,          n, s.compressed_steps, in[t].data(),
-            res.output[t].data(), res.contribution[t].data()};
+        CompressTensor& c = bucket[t];
+        c.name = tensors[t].name;
+        c.shape = tensors[t].shape;
+        c.elements = n;
+        c.step = s.compressed_steps;
+        c.input = in[t].data();
+        c.output = res.output[t].data();
+        c.contribution = res.contribution[t].data();
       }
-      CompressContext ctx{comm, config, spec, stats, log};
+      CompressContext ctx{comm, config, spec, stats, log, &state[rank]};
       pipeline->reduce(bucket, ctx);
       for (size_t t = 0; t < tensors.size(); ++t) {
         ++state[rank].get(tensors[t].name, tensors[t].elements()).compressed_steps;

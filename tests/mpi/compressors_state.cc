@@ -4,7 +4,8 @@
 //
 // Tensors cover every kind of compressor state: ARC-Top-K + ef21m (v, h, hbar), Top-K + ef14
 // (e), row Rand-K + ef21 (shared randomness keyed by the step counter), element Top-K + ef21m
-// on a 1-D fp64 tensor, fp16 (no state), in several dtypes and shapes.
+// on a 1-D fp64 tensor, fp16 (no state), Ok-Topk (residual, thresholds, boundaries, call
+// counter; tests/mpi/compressors.cmake sets short periods), in several dtypes and shapes.
 //
 // Phase 1: init, 3 steps, save_state(<dir>/state.<rank>), 2 more steps (their outputs kept).
 // Phase 2, in the same process: shutdown, init again (fresh runtime, empty state),
@@ -48,6 +49,8 @@ const std::vector<Case>& cases() {
       {"randk_row_ef21", "randk", "row", "ef21", DType::kFloat32, {16, 12}},
       {"topk_ef21m_1d_f64", "topk", "element", "ef21m", DType::kFloat64, {40}},
       {"fp16_none", "fp16", "", "none", DType::kFloat32, {16, 12}},
+      {"oktopk_f32", "oktopk", "", "none", DType::kFloat32, {16, 12}},
+      {"oktopk_bf16", "oktopk", "", "none", DType::kBFloat16, {4, 2, 3, 3}},
   };
   return all;
 }

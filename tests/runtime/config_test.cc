@@ -58,6 +58,9 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_GRANULARITY", "row");
   env.set("ARCREDUCE_EF_INIT", "zero");
   env.set("ARCREDUCE_CHECK_CONSISTENCY", "1");
+  env.set("ARCREDUCE_OKTOPK_TAU", "16");
+  env.set("ARCREDUCE_OKTOPK_TAU_PRIME", "128");
+  env.set("ARCREDUCE_OKTOPK_REBALANCE", "1");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -78,6 +81,9 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.granularity, "row");
   EXPECT_EQ(c.ef_init, "zero");
   EXPECT_TRUE(c.check_consistency);
+  EXPECT_EQ(c.oktopk_tau, 16);
+  EXPECT_EQ(c.oktopk_tau_prime, 128);
+  EXPECT_TRUE(c.oktopk_rebalance);
 }
 
 struct BadValue {
@@ -124,6 +130,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_ALLREDUCE_ALGORITHM", "tree", "ring"},
                       BadValue{"ARCREDUCE_GRANULARITY", "block", "element, row"},
                       BadValue{"ARCREDUCE_EF_INIT", "hot", "warm, zero"},
+                      BadValue{"ARCREDUCE_OKTOPK_TAU", "0", ">= 1"},
+                      BadValue{"ARCREDUCE_OKTOPK_TAU", "x", "integer"},
+                      BadValue{"ARCREDUCE_OKTOPK_TAU_PRIME", "-3", ">= 1"},
+                      BadValue{"ARCREDUCE_OKTOPK_REBALANCE", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_CHECK_CONSISTENCY", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 

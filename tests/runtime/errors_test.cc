@@ -134,11 +134,13 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
       AllreduceOptions options;
       std::string expect;
     };
-    AllreduceOptions bad_ratio, bad_compressor, bad_ef, unbuilt;
+    AllreduceOptions bad_ratio, bad_compressor, bad_ef, unbuilt, oktopk_ef;
     bad_ratio.compression.ratio = 1.5;
     bad_compressor.compression.compressor = "zip";
     bad_ef.compression.error_feedback = "ef99";
-    unbuilt.compression.compressor = "oktopk";
+    oktopk_ef.compression.compressor = "oktopk";
+    oktopk_ef.compression.error_feedback = "ef14";
+    unbuilt.compression.compressor = "powersgd";
     std::vector<Bad> cases = {
         {"", Tensor{&x, DType::kFloat32, {1}}, {}, "name must not be empty"},
         {"neg", Tensor{&x, DType::kFloat32, {2, -1}}, {}, "negative dimension"},
@@ -147,7 +149,8 @@ TEST(InvalidTensor, RejectedWithAClearMessage) {
         {"ratio", Tensor{&x, DType::kFloat32, {1}}, bad_ratio, "ratio"},
         {"zip", Tensor{&x, DType::kFloat32, {1}}, bad_compressor, "unknown compressor 'zip'"},
         {"ef", Tensor{&x, DType::kFloat32, {1}}, bad_ef, "unknown error feedback 'ef99'"},
-        {"ok", Tensor{&x, DType::kFloat32, {1}}, unbuilt, "'oktopk' is not available"},
+        {"ok", Tensor{&x, DType::kFloat32, {1}}, unbuilt, "'powersgd' is not available"},
+        {"okef", Tensor{&x, DType::kFloat32, {1}}, oktopk_ef, "cannot wrap oktopk"},
     };
     for (auto& c : cases) {
       int fired = 0;

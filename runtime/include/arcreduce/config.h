@@ -29,6 +29,12 @@ struct Config {
   // hbar = mean g), "zero" from zero state (cold start).
   std::string ef_init = "warm";
   bool check_consistency = false;  // ARCREDUCE_CHECK_CONSISTENCY=1: verify shared selections
+  // Ok-Topk (docs/compressors.md, "Ok-Topk"): calls between space repartitions (tau), calls
+  // between exact threshold computations (tau'), and whether phase 2 balances the survivors
+  // over the ranks before the All-Gather.
+  int64_t oktopk_tau = 64;        // ARCREDUCE_OKTOPK_TAU, >= 1
+  int64_t oktopk_tau_prime = 32;  // ARCREDUCE_OKTOPK_TAU_PRIME, >= 1
+  bool oktopk_rebalance = false;  // ARCREDUCE_OKTOPK_REBALANCE=1
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).
