@@ -26,6 +26,11 @@ void fill_gaussian(uint64_t key, float* out, size_t n);
 // k distinct indices drawn uniformly from [0, n), sorted ascending, a pure function of
 // (key, n, k); O(k log k) work, independent of n. Requires 0 <= k <= n. Host only.
 void sample_indices(uint64_t key, int64_t n, int64_t k, int64_t* out);
+namespace detail {
+// sample_indices with its membership structure chosen: a bitmap of n bits or a hash set (the
+// output is the same; tests compare them).
+void sample_indices_floyd(uint64_t key, int64_t n, int64_t k, int64_t* out, bool bitmap);
+}  // namespace detail
 
 // --- ARC-Top-K -----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "compressors/kernels/kernels.h"
 #include "compressors/kernels/philox.h"
@@ -57,12 +58,42 @@ uint64_t philox_key(uint64_t seed, std::string_view tensor_name, uint64_t step) 
 }
 
 // Floyd's algorithm: for j = n-k .. n-1 draw t in [0, j]; take t, or j if t is already taken.
-// Every k-subset is equally likely; k draws (plus rare rejections) whatever n is.
+// Every k-subset is equally likely; k draws (plus rare rejections) whatever n is. Membership
+// lives in a hash set when k is small against n, else in a bitmap of n bits, which is also
+// read out in ascending order without sorting: the set, hence the output, is the same.
 void sample_indices(uint64_t key, int64_t n, int64_t k, int64_t* out) {
+  // The bitmap (n / 8 bytes, read in n / 64 steps) costs no more than the set would.
+  detail::sample_indices_floyd(key, n, k, out, k >= n / 64);
+}
+
+namespace detail {
+
+void sample_indices_floyd(uint64_t key, int64_t n, int64_t k, int64_t* out, bool bitmap) {
   if (k <= 0) return;
+  UniformDraws draws(key);
+  if (bitmap) {
+    std::vector<uint64_t> taken(static_cast<size_t>((n + 63) / 64), 0);
+    auto take = [&](int64_t i) {
+      uint64_t& word = taken[static_cast<size_t>(i >> 6)];
+      const uint64_t bit = uint64_t{1} << (i & 63);
+      const bool fresh = (word & bit) == 0;
+      word |= bit;
+      return fresh;
+    };
+    for (int64_t j = n - k; j < n; ++j) {
+      const auto t = static_cast<int64_t>(draws.below(static_cast<uint64_t>(j) + 1));
+      if (!take(t)) take(j);
+    }
+    int64_t count = 0;
+    for (size_t w = 0; w < taken.size(); ++w) {
+      for (uint64_t word = taken[w]; word != 0; word &= word - 1) {
+        out[count++] = static_cast<int64_t>(w * 64) + __builtin_ctzll(word);
+      }
+    }
+    return;
+  }
   std::unordered_set<int64_t> taken;
   taken.reserve(static_cast<size_t>(2 * k));
-  UniformDraws draws(key);
   int64_t count = 0;
   for (int64_t j = n - k; j < n; ++j) {
     const auto t = static_cast<int64_t>(draws.below(static_cast<uint64_t>(j) + 1));
@@ -73,5 +104,6 @@ void sample_indices(uint64_t key, int64_t n, int64_t k, int64_t* out) {
   std::sort(out, out + k);
 }
 
+}  // namespace detail
 }  // namespace kernels
 }  // namespace arcreduce

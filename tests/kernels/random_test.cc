@@ -105,6 +105,19 @@ TEST(SampleIndices, EdgeCases) {
   EXPECT_EQ(out, (std::vector<int64_t>{0, 1, 2, 3, 4}));
 }
 
+// Floyd's set does not depend on how membership is stored: bitmap and hash set agree.
+TEST(SampleIndices, BitmapAndHashSetAgree) {
+  for (int64_t n : {1, 63, 64, 65, 1000, 100003}) {
+    for (int64_t k : {int64_t{1}, n / 100 + 1, n / 64, n / 2, n}) {
+      if (k < 1 || k > n) continue;
+      std::vector<int64_t> a(k), b(k);
+      detail::sample_indices_floyd(7, n, k, a.data(), true);
+      detail::sample_indices_floyd(7, n, k, b.data(), false);
+      ASSERT_EQ(a, b) << n << " " << k;
+    }
+  }
+}
+
 TEST(SampleIndices, DistinctSortedInRangeDeterministic) {
   for (int64_t n : std::vector<int64_t>{1, 2, 7, 100, 12345, int64_t{1} << 40}) {
     for (int64_t k : std::vector<int64_t>{1, std::min<int64_t>(n, 3), std::min<int64_t>(n, 1000)}) {
