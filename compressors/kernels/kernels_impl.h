@@ -130,7 +130,26 @@ struct SketchRow {
   float* p;
   ARC_HOST_DEVICE void operator()(int64_t row) const {
     const float* yr = y + row * m;
-    for (int c = 0; c < r; ++c) p[row * r + c] = dot_lanes(yr, vt + c * m, m);
+    int c = 0;
+    for (; c + 2 <= r; c += 2) {  // two columns per pass: each load of y feeds two FMAs
+      const float* v0 = vt + c * m;
+      const float* v1 = v0 + m;
+      float acc0[kLanes] = {}, acc1[kLanes] = {};
+      int64_t i = 0;
+      for (; i + kLanes <= m; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) {
+          acc0[l] += yr[i + l] * v0[i + l];
+          acc1[l] += yr[i + l] * v1[i + l];
+        }
+      }
+      for (int l = 0; i < m; ++i, ++l) {
+        acc0[l] += yr[i] * v0[i];
+        acc1[l] += yr[i] * v1[i];
+      }
+      p[row * r + c] = sum_lanes(acc0);
+      p[row * r + c + 1] = sum_lanes(acc1);
+    }
+    for (; c < r; ++c) p[row * r + c] = dot_lanes(yr, vt + c * m, m);
   }
 };
 
