@@ -61,6 +61,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   first.clear();
   second.clear();
   materialized_.clear();
+  begin_phase(ctx, "sketch", "compress");
 
   for (CompressTensor& t : bucket) {
     Plan p{&t, Path::kDense, matrix_view(t.shape)};
@@ -105,8 +106,10 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
   }
   if (first.size()) {
+    begin_phase(ctx, "sketch collective", "communicate");
     ctx.comm.allreduce(first.data(), first.size(), ScalarType::kFloat32, CollectiveOp::kSum);
   }
+  begin_phase(ctx, "select", "compress");
 
   // Selection: identical on every rank because it only reads summed data.
   std::vector<float>& scores = scores_;
@@ -146,10 +149,12 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
   }
   if (second.size()) {
+    begin_phase(ctx, "values collective", "communicate");
     ctx.comm.allreduce(second.data(), second.size(), ScalarType::kFloat32, CollectiveOp::kSum);
     kernels::scale(second.data(), second.size(), inv_n);
   }
 
+  begin_phase(ctx, "decompress", "decompress");
   std::vector<std::string> names;
   std::vector<uint64_t> hashes;
   std::vector<float>& packed = packed_;

@@ -15,6 +15,7 @@
 
 #include "arcreduce/config.h"
 #include "arcreduce/stats.h"
+#include "compressors/phase_log.h"
 #include "compressors/tensor_state.h"
 #include "ops/communicator.h"
 #include "runtime/logging.h"
@@ -71,7 +72,14 @@ struct CompressContext {
   // thresholds). The caller holds its mutex for the whole reduce(). Null only in tests of
   // stateless compressors; a compressor that needs it throws Error without it.
   StateStore* state = nullptr;
+  // Where the bucket's phases are recorded for the timeline; null or disabled: nowhere.
+  PhaseLog* phases = nullptr;
 };
+
+// Marks the start of a phase of the bucket (ending the previous one) in ctx.phases, if any.
+inline void begin_phase(CompressContext& ctx, const char* name, const char* category) {
+  if (ctx.phases) ctx.phases->begin(name, category);
+}
 
 class Compressor {
  public:

@@ -67,6 +67,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     inner[i].contribution = own_.at(at[i]);
   }
   inner_->reduce(inner, ctx);
+  begin_phase(ctx, "error feedback", "decompress");
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
     const size_t n = bucket[i].elements;
@@ -190,11 +191,13 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
     c.input = diff;
   }
   if (!first.empty()) {
+    begin_phase(ctx, "warm start collective", "communicate");
     std::vector<CompressTensor*> pointers;
     for (auto& f : first) pointers.push_back(&f);
     dense_mean(pointers, ctx.comm);  // hbar = mean h
   }
   if (!compressed.empty()) inner_->reduce(compressed, ctx);
+  begin_phase(ctx, "error feedback", "decompress");
   for (size_t j = 0; j < compressed.size(); ++j) {
     const size_t i = compressed_of[j];
     TensorState& s = store_.get(bucket[i].name, bucket[i].elements);

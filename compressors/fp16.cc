@@ -11,6 +11,7 @@ void Fp16::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   for (const CompressTensor& t : bucket) total += t.elements;
   if (total == 0) return;
   const float inv_n = 1.0f / static_cast<float>(ctx.comm.size());
+  begin_phase(ctx, "pack", "compress");
   std::vector<float> scaled;
   std::vector<uint16_t> wire(total);
   size_t offset = 0;
@@ -26,7 +27,9 @@ void Fp16::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     offset += t.elements;
   }
   ctx.stats.value_bytes += total * sizeof(uint16_t);
+  begin_phase(ctx, "values collective", "communicate");
   ctx.comm.allreduce(wire.data(), total, ScalarType::kFloat16, CollectiveOp::kSum);
+  begin_phase(ctx, "decompress", "decompress");
   offset = 0;
   for (CompressTensor& t : bucket) {
     kernels::to_float(wire.data() + offset, DType::kFloat16, t.output, t.elements);

@@ -279,6 +279,7 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   dense.reserve(bucket.size());
   dense_inputs.reserve(bucket.size());
   bool wide = false;
+  begin_phase(ctx, "select", "compress");
   for (CompressTensor& t : bucket) {
     TensorState& s = ctx.state->get(t.name, t.elements);
     std::vector<float>& residual = s.floats[kResidual];
@@ -309,10 +310,12 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   }
   std::vector<CompressTensor*> dense_ptrs;
   for (CompressTensor& t : dense) dense_ptrs.push_back(&t);
+  if (!dense_ptrs.empty()) begin_phase(ctx, "dense collective", "communicate");
   dense_mean(dense_ptrs, ctx.comm);
   for (CompressTensor& t : dense) ctx.stats.value_bytes += t.elements * sizeof(float);
   if (work.empty()) return;
 
+  begin_phase(ctx, "regions collective", "communicate");
   agree_on_regions(work, ctx.comm);
   for (Work& w : work) {
     const auto length = static_cast<size_t>(w.off[ctx.comm.rank() + 1] - w.off[ctx.comm.rank()]);
@@ -320,8 +323,11 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     w.touched.assign(length, 0);
   }
   const Records rec(wide);
+  begin_phase(ctx, "reduce-scatter", "communicate");
   const int64_t sent = split_and_reduce(work, rec, ctx.comm);
+  begin_phase(ctx, "values collective", "communicate");
   const int64_t gathered = gather_survivors(work, rec, config.oktopk_rebalance, ctx.comm);
+  begin_phase(ctx, "decompress", "decompress");
   ctx.stats.value_bytes += static_cast<uint64_t>(sent + gathered) * sizeof(float);
   ctx.stats.index_bytes += static_cast<uint64_t>(sent + gathered) * rec.index_bytes();
   for (Work& w : work) finish(w, ranks);

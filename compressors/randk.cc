@@ -25,6 +25,7 @@ void RandK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   std::vector<Draw> draws;
   PackedBuffer packed;
   std::vector<int64_t> units;
+  begin_phase(ctx, "select", "compress");
   for (CompressTensor& t : bucket) {
     Draw d{&t};
     const MatrixView view = matrix_view(t.shape);
@@ -56,9 +57,11 @@ void RandK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     draws.push_back(std::move(d));
   }
   if (packed.size()) {
+    begin_phase(ctx, "values collective", "communicate");
     ctx.comm.allreduce(packed.data(), packed.size(), ScalarType::kFloat32, CollectiveOp::kSum);
     kernels::scale(packed.data(), packed.size(), 1.0f / static_cast<float>(ctx.comm.size()));
   }
+  begin_phase(ctx, "decompress", "decompress");
   std::vector<std::string> names;
   std::vector<uint64_t> hashes;
   for (Draw& d : draws) {

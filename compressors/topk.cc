@@ -26,6 +26,7 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   std::vector<CompressTensor*> dense;
   std::vector<Selection> selected;
   size_t value_count = 0, index_count = 0;
+  begin_phase(ctx, "select", "compress");
   for (CompressTensor& t : bucket) {
     const MatrixView view = matrix_view(t.shape);
     const bool eligible = static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements &&
@@ -77,7 +78,9 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
 
   const int world = ctx.comm.size();
   std::vector<uint8_t> all(block_bytes * world);
+  begin_phase(ctx, "values collective", "communicate");
   if (block_bytes) ctx.comm.allgather(block.data(), block_bytes, all.data());
+  begin_phase(ctx, "decompress", "decompress");
   const float inv_n = 1.0f / static_cast<float>(world);
   std::vector<float> row;
   for (const Selection& s : selected) {
@@ -100,6 +103,7 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
       }
     }
   }
+  if (!dense.empty()) begin_phase(ctx, "dense collective", "communicate");
   dense_mean(dense, ctx.comm);
 }
 

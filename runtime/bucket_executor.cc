@@ -52,8 +52,10 @@ void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorS
   CompressorStats& cstats = stats.compressors[signature.compression.compressor];
   cstats.tensors += entries.size();
   ++stats.buckets;
+  phases_.clear();
   if (signature.compression.compressor == "none") {
     run_dense(entries, signature, stats, cstats);
+    phases_.end();
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
@@ -69,6 +71,7 @@ void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorS
     run_dense(warmup, signature, stats, cstats);
   }
   if (!compressed.empty()) run_compressed(compressed, signature, stats, cstats);
+  phases_.end();
 }
 
 Compressor& BucketExecutor::pipeline(const CompressionSpec& spec) {
@@ -90,6 +93,7 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
                                     const TensorSignature& signature, Stats& stats,
                                     CompressorStats& cstats) {
   auto t = std::chrono::steady_clock::now();
+  phases_.begin("fuse", "fuse");
   // Error-feedback decorators consume their input before they write their output, so fp32
   // tensors are then reduced in their own memory, without working copies.
   const bool in_place =
@@ -119,8 +123,8 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
 
   t = std::chrono::steady_clock::now();
   const TrafficCounters before = ctx_.comm->traffic();
-  CompressContext context{*ctx_.comm, ctx_.config, signature.compression,
-                          cstats,     ctx_.log,    &state_};
+  CompressContext context{*ctx_.comm, ctx_.config, signature.compression, cstats, ctx_.log,
+                          &state_,    &phases_};
   pipeline(signature.compression).reduce(bucket, context);
   const TrafficCounters after = ctx_.comm->traffic();
   cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
@@ -128,6 +132,7 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
   stats.compression_seconds += seconds_since(t);
 
   t = std::chrono::steady_clock::now();
+  phases_.begin("unpack", "decompress");
   const float sum_factor = static_cast<float>(ctx_.size);
   for (size_t i = 0; i < entries.size(); ++i) {
     TensorEntry& e = *entries[i];
@@ -153,11 +158,13 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     const size_t count = chunk.bytes / element;
     const bool in_place = chunk.pieces.size() == 1;
     auto t = std::chrono::steady_clock::now();
+    phases_.begin("pack", "fuse");
     void* data = in_place ? chunk.pieces[0].data : buffer_.gather(chunk);
     if (average && is_half(signature.dtype)) scale(data, count, type, inv_size);
     stats.copy_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
+    phases_.begin("values collective", "communicate");
     const TrafficCounters before = ctx_.comm->traffic();
     ctx_.comm->allreduce(data, count, type, CollectiveOp::kSum);
     const TrafficCounters after = ctx_.comm->traffic();
@@ -166,6 +173,7 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     stats.communication_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
+    phases_.begin("unpack", "decompress");
     if (average && !is_half(signature.dtype)) scale(data, count, type, inv_size);
     if (!in_place) buffer_.scatter(chunk);
     stats.copy_seconds += seconds_since(t);

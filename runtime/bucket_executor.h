@@ -29,6 +29,8 @@ class BucketExecutor {
   // Throws Error on communication failure: ranks may then disagree, so the caller ends the job.
   void run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
            Stats& stats);
+  // Phases of the last run() (recorded only while enabled: the timeline is on).
+  PhaseLog& phases() { return phases_; }
 
  private:
   // Native-dtype dense reduction (compressor "none", warm-up steps).
@@ -45,6 +47,7 @@ class BucketExecutor {
   FusionBuffer buffer_;
   std::map<std::string, std::unique_ptr<Compressor>> pipelines_;  // by "compressor/ef"
   std::vector<std::vector<float>> inputs_, outputs_;              // reused working copies
+  PhaseLog phases_;
 };
 
 }  // namespace arcreduce

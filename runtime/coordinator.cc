@@ -17,6 +17,13 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
     : ctx_(ctx), queue_(queue), controller_(ctx), executor_(ctx, state) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
+  if (ctx.rank == 0 && !ctx.config.timeline.empty()) {
+    // A file that cannot be written must not stop training: say so and run without it.
+    std::string error;
+    timeline_ = Timeline::open(ctx.config.timeline, &error);
+    if (!timeline_) ctx.log->error("ARCREDUCE_TIMELINE: {}; running without a timeline", error);
+  }
+  executor_.phases().enable(timeline_ != nullptr);
 }
 
 Coordinator::~Coordinator() {
@@ -61,9 +68,12 @@ void Coordinator::loop() {
       queue_.wait_for_work(busy ? cycle : std::chrono::microseconds(kIdleCycle));
       std::vector<Request> requests = queue_.take_new_requests();
       auto t = std::chrono::steady_clock::now();
+      if (timeline_) {
+        for (const Request& r : requests) requested_[r.name] = t;
+      }
       CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(), stats_);
-      stats_.negotiation_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+      const Clock::time_point negotiated = Clock::now();
+      stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
       busy = plan.busy;
       if (plan.shutdown) {
         ctx_.log->debug("shutting down: shutdown() was called on some rank");
@@ -78,6 +88,11 @@ void Coordinator::loop() {
         ctx_.log->error("{}; aborting the job", plan.abort_reason);
         queue_.close(Status(StatusCode::kStalled, plan.abort_reason));
         publish();
+        if (timeline_) {
+          timeline_->instant("[runtime]", "abort", Clock::now(),
+                             "\"reason\":" + json_string(plan.abort_reason));
+          timeline_->flush();
+        }
         ctx_.log->flush();
         if (ctx_.rank == 0) {
           std::this_thread::sleep_for(kAbortGrace);
@@ -85,18 +100,65 @@ void Coordinator::loop() {
         }
         break;
       }
-      execute(plan);
+      execute(plan, negotiated);
       publish();
+      if (timeline_) timeline_->flush();
     }
   } catch (const std::exception& e) {
     std::string message = std::string("arcreduce coordinator failed: ") + e.what();
     ctx_.log->error("{}", message);
     queue_.close(Status(StatusCode::kInternal, message));
+    if (timeline_) {
+      timeline_->instant("[runtime]", "coordinator failed", Clock::now(),
+                         "\"error\":" + json_string(e.what()));
+    }
   }
   publish();
+  if (timeline_) timeline_->flush();
 }
 
-void Coordinator::execute(const CyclePlan& plan) {
+void Coordinator::record_waiting(const TensorEntry& entry, Clock::time_point negotiated) {
+  auto it = requested_.find(entry.name);
+  const Clock::time_point requested = it == requested_.end() ? entry.submitted : it->second;
+  if (it != requested_.end()) requested_.erase(it);
+  timeline_->span(entry.name, "queued", "queue", entry.submitted, requested);
+  timeline_->span(entry.name, "negotiated", "negotiate", requested, negotiated);
+}
+
+void Coordinator::record_bucket(size_t position, const std::vector<TensorEntry*>& members,
+                                const TensorSignature& signature, Clock::time_point negotiated,
+                                Clock::time_point begin, Clock::time_point end) {
+  const PhaseLog& log = executor_.phases();
+  // "fused" runs from readiness to the first phase that is not the bucket's own fusing.
+  Clock::time_point fused_end = begin;
+  for (const PhaseLog::Phase& p : log.phases()) {
+    if (std::string(p.category) != "fuse") break;
+    fused_end = p.end;
+  }
+  const std::string bucket_row = "[bucket " + std::to_string(position) + "]";
+  std::string names;
+  size_t bytes = 0;
+  for (const TensorEntry* e : members) {
+    names += (names.empty() ? "" : ",") + json_string(e->name);
+    bytes += static_cast<size_t>(e->signature.elements()) * dtype_size(e->signature.dtype);
+  }
+  const std::string compressor = json_string(signature.compression.compressor);
+  timeline_->span(bucket_row, "bucket", "bucket", begin, end,
+                  "\"compressor\":" + compressor + ",\"bytes\":" + std::to_string(bytes) +
+                      ",\"tensors\":[" + names + "]");
+  timeline_->phases(bucket_row, log);
+  for (const TensorEntry* e : members) {
+    record_waiting(*e, negotiated);
+    timeline_->span(e->name, "allreduce", "allreduce", negotiated, end,
+                    "\"compressor\":" + compressor + ",\"bucket\":" + std::to_string(position));
+    timeline_->span(e->name, "fused", "fuse", negotiated, fused_end);
+    for (const PhaseLog::Phase& p : log.phases()) {
+      if (p.begin >= fused_end) timeline_->span(e->name, p.name, p.category, p.begin, p.end);
+    }
+  }
+}
+
+void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
   std::vector<TensorEntry> entries;
   std::vector<TensorSignature> signatures;
   entries.reserve(plan.responses.size());
@@ -108,6 +170,10 @@ void Coordinator::execute(const CyclePlan& plan) {
     }
     if (resp.code != StatusCode::kOk) {
       ctx_.log->error("{}", resp.error);
+      if (timeline_) {
+        record_waiting(entry, negotiated);
+        timeline_->instant(entry.name, "error", negotiated, "\"error\":" + json_string(resp.error));
+      }
       queue_.complete(entry, Status(resp.code, resp.error));
       continue;
     }
@@ -116,14 +182,24 @@ void Coordinator::execute(const CyclePlan& plan) {
   }
   std::vector<bool> done(entries.size(), false);
   try {
+    size_t position = 0;
     for (const Bucket& bucket : plan_buckets(signatures, ctx_.config.fusion_threshold)) {
       std::vector<TensorEntry*> members;
       for (size_t i : bucket.members) members.push_back(&entries[i]);
+      const Clock::time_point begin = Clock::now();
       executor_.run(members, signatures[bucket.members[0]], stats_);
+      const Clock::time_point end = Clock::now();
+      if (timeline_) {
+        record_bucket(position, members, signatures[bucket.members[0]], negotiated, begin, end);
+      }
+      ++position;
       publish();  // counters first: a synchronize() that returns sees this bucket counted
       for (size_t i : bucket.members) {
         done[i] = true;
-        queue_.complete(entries[i], Status::OK());
+        const Clock::time_point callback = Clock::now();
+        const std::string name = timeline_ ? entries[i].name : std::string();
+        const Clock::time_point returned = queue_.complete(entries[i], Status::OK());
+        if (timeline_) timeline_->span(name, "callback", "callback", callback, returned);
       }
     }
   } catch (const std::exception& e) {

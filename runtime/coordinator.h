@@ -5,13 +5,16 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "arcreduce/stats.h"
 #include "runtime/bucket_executor.h"
 #include "runtime/context.h"
 #include "runtime/controller.h"
+#include "runtime/timeline.h"
 #include "tensor_queue/tensor_queue.h"
 
 namespace arcreduce {
@@ -29,8 +32,13 @@ class Coordinator {
 
  private:
   void loop();
-  void execute(const CyclePlan& plan);
+  void execute(const CyclePlan& plan, Clock::time_point negotiated);
   void publish();
+  // Timeline records of one executed bucket (rank 0 with ARCREDUCE_TIMELINE only).
+  void record_bucket(size_t position, const std::vector<TensorEntry*>& members,
+                     const TensorSignature& signature, Clock::time_point negotiated,
+                     Clock::time_point begin, Clock::time_point end);
+  void record_waiting(const TensorEntry& entry, Clock::time_point negotiated);
 
   Context& ctx_;
   TensorQueue& queue_;
@@ -41,6 +49,8 @@ class Coordinator {
   Stats published_;
   std::atomic<bool> shutdown_requested_{false};
   std::thread thread_;
+  std::unique_ptr<Timeline> timeline_;                            // null: off
+  std::unordered_map<std::string, Clock::time_point> requested_;  // timeline: request sent
 };
 
 }  // namespace arcreduce

@@ -13,6 +13,7 @@ packages=(
   libthrust-dev     # the kernels' Thrust headers where the CUDA toolkit's CCCL is absent
   gnuplot-nox  # plots of examples/02_robust_shifted_objective (--plot)
   iproute2 util-linux hostname  # scripts/sim-cluster.sh: ip, tc; unshare, flock; hostname
+  nlohmann-json3-dev  # tests/timeline: parses the timeline files
 )
 
 missing=()

@@ -86,8 +86,8 @@ bool TensorQueue::take_entry(const std::string& name, TensorEntry* out) {
   return true;
 }
 
-void TensorQueue::complete(TensorEntry& entry, const Status& status) {
-  finish(entry.handle, entry.callback, status);
+Clock::time_point TensorQueue::complete(TensorEntry& entry, const Status& status) {
+  return finish(entry.handle, entry.callback, status);
 }
 
 void TensorQueue::close(const Status& status) {
@@ -154,13 +154,14 @@ Status TensorQueue::synchronize(Handle handle) {
   return status;
 }
 
-void TensorQueue::finish(Handle handle, std::function<void(const Status&)>& callback,
-                         const Status& status) {
+Clock::time_point TensorQueue::finish(Handle handle, std::function<void(const Status&)>& callback,
+                                      const Status& status) {
   run_callback(callback, status);
+  const Clock::time_point returned = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   ++(status.ok() ? completed_ok_ : completed_failed_);
   auto it = handles_.find(handle);
-  if (it == handles_.end()) return;
+  if (it == handles_.end()) return returned;
   it->second.done = true;
   it->second.status = status;
   unsynchronized_done_.push_back(handle);
@@ -169,6 +170,7 @@ void TensorQueue::finish(Handle handle, std::function<void(const Status&)>& call
     unsynchronized_done_.pop_front();
   }
   done_cv_.notify_all();
+  return returned;
 }
 
 }  // namespace arcreduce

@@ -49,8 +49,9 @@ class TensorQueue {
   std::vector<Request> take_new_requests();
   // Moves the in-flight entry `name` into `out` and forgets it; false if it is not in flight.
   bool take_entry(const std::string& name, TensorEntry* out);
-  // Completes an entry taken with take_entry.
-  void complete(TensorEntry& entry, const Status& status);
+  // Completes an entry taken with take_entry. Returns when its callback had returned: before the
+  // handle became ready, so before the caller could have submitted again (the timeline's mark).
+  Clock::time_point complete(TensorEntry& entry, const Status& status);
   // Refuses further submissions with `status` and completes everything in flight with it.
   void close(const Status& status);
   bool closed() const;
@@ -70,7 +71,9 @@ class TensorQueue {
     bool done = false;
     Status status;
   };
-  void finish(Handle handle, std::function<void(const Status&)>& callback, const Status& status);
+  // Runs the callback, then makes the handle ready; returns when the callback had returned.
+  Clock::time_point finish(Handle handle, std::function<void(const Status&)>& callback,
+                           const Status& status);
 
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;
