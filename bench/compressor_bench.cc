@@ -9,14 +9,18 @@
 //   topk     All-Gather Top-K (element granularity) + ef14, at each ratio
 //   randk    shared Rand-K (element granularity) + ef14, at each ratio
 //   arctopk  ARC-Top-K + ef21m, at each ratio (the project's headline)
+//   oktopk   Ok-Topk at each ratio as its density (its own residual)
+//   powersgd PowerSGD at each --powersgd-ranks rank q (its own error feedback)
 //
 // Each variant reduces its own tensor names ("<variant>/<tensor>"), so its error-feedback state
-// and step counters are its own. Every variant first runs --warmup untimed steps (ef21/ef21m's
-// first compressed step is a dense warm start; caches and buffers fill). Then the timed rounds
-// run the variants round-robin (A B C ... A B C ...), each step from a barrier; a sample is the
-// slowest rank's step time. Gradients are fixed pseudo-random values, different per rank,
-// copied into the tensors before every step (untimed). After every step the outputs must be
-// identical on all ranks (hash min == max); otherwise the program exits 1.
+// and step counters are its own. The PowerSGD rank is a job-wide setting (ARCREDUCE_POWERSGD_RANK),
+// so the first rank runs with all other variants and every further rank in a session of its own
+// (shutdown, init) beside a dense baseline re-measured in that session. Every variant first runs
+// --warmup untimed steps (ef21/ef21m's first compressed step is a dense warm start; caches and
+// buffers fill). Then the timed rounds run the variants round-robin (A B C ... A B C ...), each
+// step from a barrier; a sample is the slowest rank's step time. Gradients are fixed pseudo-random
+// values, different per rank, copied into the tensors before every step (untimed). After every step
+// the outputs must be identical on all ranks (hash min == max); otherwise the program exits 1.
 //
 // Rank 0 prints: median, p90 and min step time, the ratio to dense, the bytes this compressor
 // sent per rank per step (Stats::compressors delta, mean over ranks) and the wire lower bound:
@@ -48,22 +52,25 @@ struct Flags {
   int repetitions = 10;
   int warmup = 3;
   std::vector<double> ratios = {0.01, 0.1};
-  std::vector<std::string> compressors = {"fp16", "topk", "randk", "arctopk"};
+  std::vector<std::string> compressors = {"fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"};
+  std::vector<int64_t> powersgd_ranks = {1, 4};
   std::string commit = "unknown";
 };
 
 struct Variant {
   std::string compressor;  // "none" for dense
-  double ratio = 0;        // 0 where no ratio applies (none, fp16)
+  double ratio = 0;        // 0 where no ratio applies (none, fp16, powersgd)
   std::string error_feedback;
+  int64_t powersgd_rank = 0;  // q of powersgd; 0 elsewhere
+  int session = 0;            // runtime session (0: the first; dense runs in every session)
 
   std::string label() const {
     std::string s = compressor == "none" ? "dense" : compressor;
-    if (ratio > 0) {
-      char text[32];
-      std::snprintf(text, sizeof(text), " %g", ratio);
-      s += text;
-    }
+    char text[32] = "";
+    if (ratio > 0) std::snprintf(text, sizeof(text), " %g", ratio);
+    if (powersgd_rank > 0) std::snprintf(text, sizeof(text), " q=%lld", (long long)powersgd_rank);
+    s += text;
+    if (compressor == "none" && session > 0) s += " [s" + std::to_string(session) + "]";
     return s + " " + error_feedback;
   }
   arcreduce::AllreduceOptions options() const {
@@ -86,12 +93,34 @@ std::vector<Variant> make_variants(const Flags& flags) {
       variants.push_back({c, 0, "none"});
     } else if (c == "topk" || c == "randk" || c == "arctopk") {
       for (double r : flags.ratios) variants.push_back({c, r, c == "arctopk" ? "ef21m" : "ef14"});
+    } else if (c == "oktopk") {
+      for (double r : flags.ratios) variants.push_back({c, r, "none"});
+    } else if (c == "powersgd") {
+      for (size_t i = 0; i < flags.powersgd_ranks.size(); ++i) {
+        const int session = static_cast<int>(i);
+        if (session > 0) variants.push_back({"none", 0, "none", 0, session});
+        variants.push_back({c, 0, "none", flags.powersgd_ranks[i], session});
+      }
     } else {
       throw std::invalid_argument("unknown compressor '" + c +
-                                  "' (known: none, fp16, topk, randk, arctopk)");
+                                  "' (known: none, fp16, topk, randk, arctopk, oktopk, powersgd)");
     }
   }
   return variants;
+}
+
+// The matrix view of docs/compressors.md: [a, b] -> a x b; [..., t] -> (d / 2t^2) x 2t^2 when
+// that divides d, else shape[0] x (d / shape[0]). False for 0-D/1-D and empty tensors.
+bool matrix_view(const ab::TensorSpec& t, double* n, double* m) {
+  const double d = static_cast<double>(t.elements());
+  if (t.shape.size() < 2 || d == 0) return false;
+  const double last = static_cast<double>(t.shape.back());
+  const bool conv = t.shape.size() > 2 && std::fmod(d, 2 * last * last) == 0;
+  *m = t.shape.size() == 2 ? static_cast<double>(t.shape[1])
+       : conv              ? 2 * last * last
+                           : d / static_cast<double>(t.shape[0]);
+  *n = d / *m;
+  return true;
 }
 
 // Bytes one rank must send per steady-state step (after warm-up) for `v` over `set` with `ranks`
@@ -114,17 +143,25 @@ double wire_lower_bound(const Variant& v, const ab::GradientSet& set, int ranks,
       reduced += std::max(1.0, std::floor(v.ratio * d));
     } else if (v.compressor == "topk") {
       gathered += 2 * std::max(1.0, std::floor(v.ratio * d));  // values + int32 indices
-    } else if (t.shape.size() < 2 || d == 0) {  // arctopk: no matrix view, dense path
+    } else if (v.compressor == "oktopk") {
+      // k = floor(rho d) records of (int32 index, fp32 value), ideally balanced: split and
+      // reduce sends the (P-1)/P of them outside the own region (2k(P-1)/P words, the traffic of
+      // an All-Reduce of k), the All-Gather(v) each rank's k/P survivors to P-1 ranks.
+      const double k = std::floor(v.ratio * d);
+      if (k < p) {
+        reduced += d;  // dense fallback
+      } else {
+        reduced += k;
+        gathered += 2 * k / p;
+      }
+    } else if (double n = 0, m = 0; !matrix_view(t, &n, &m)) {  // arctopk, powersgd: dense path
       reduced += d;
+    } else if (v.compressor == "powersgd") {
+      // P (n x q) and Q (m x q) All-Reduced where PyTorch's rule (min_compression_rate 2) says
+      // the low-rank form is worth it, else the tensor.
+      const double q = std::min({static_cast<double>(v.powersgd_rank), n, m});
+      reduced += (n + m) * q * 2 < n * m ? (n + m) * q : d;
     } else {
-      // Matrix view n x m: [a, b] -> a x b; [..., t] -> (d / 2t^2) x 2t^2 when that divides d,
-      // else shape[0] x (d / shape[0]).
-      const double last = static_cast<double>(t.shape.back());
-      const bool conv = t.shape.size() > 2 && std::fmod(d, 2 * last * last) == 0;
-      const double m = t.shape.size() == 2 ? static_cast<double>(t.shape[1])
-                       : conv              ? 2 * last * last
-                                           : d / static_cast<double>(t.shape[0]);
-      const double n = d / m;
       const double k = std::min(n, std::max(1.0, std::floor(v.ratio * n)));
       const double r = config.sketch_rank;
       const bool sketch_smaller = r < m && n * r + k * m < n * m;
@@ -226,9 +263,13 @@ void print_header(const ab::GradientSet& set, const Flags& flags, int ranks,
       static_cast<long long>(config.min_compress_elements),
       static_cast<long long>(config.warmup_steps), config.ef_momentum, config.ef_init.c_str(),
       static_cast<long long>(config.fusion_threshold), config.cycle_time_ms);
+  std::printf("             oktopk tau %lld, tau' %lld; powersgd min compression rate 2\n",
+              static_cast<long long>(config.oktopk_tau),
+              static_cast<long long>(config.oktopk_tau_prime));
   std::printf(
       "repetitions  %d (+%d warm-up steps per variant), interleaved round-robin, slowest rank "
-      "from a barrier\n\n",
+      "from a barrier; sessions after the first (powersgd at further ranks) against their own "
+      "dense baseline\n\n",
       flags.repetitions, flags.warmup);
 }
 
@@ -237,14 +278,22 @@ void print_table(const std::vector<Variant>& variants, const std::vector<Totals>
   std::printf("%-22s %9s %8s %8s %8s %10s %10s %8s %8s %8s %9s\n", "variant", "median ms", "p90 ms",
               "min ms", "/ dense", "MB sent", "MB bound", "sketch", "values", "indices",
               "fallbacks");
-  const double dense = ab::summarize(totals[0].seconds).median;
+  // Each session's dense baseline (the dense variant listed first in it).
+  std::vector<double> session_dense;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    if (variants[v].compressor != "none") continue;
+    session_dense.resize(std::max<size_t>(session_dense.size(), variants[v].session + 1), 0.0);
+    session_dense[variants[v].session] = ab::summarize(totals[v].seconds).median;
+  }
+  const double dense = session_dense[0];
   const double steps = static_cast<double>(repetitions) * ranks;  // totals are summed over ranks
   for (size_t v = 0; v < variants.size(); ++v) {
     const ab::Summary s = ab::summarize(totals[v].seconds);
+    const double baseline = session_dense[variants[v].session];
     const Totals& t = totals[v];
     std::printf("%-22s %9.1f %8.1f %8.1f %8.3f %10.3f %10.3f %8.3f %8.3f %8.3f %9.0f\n",
                 variants[v].label().c_str(), s.median * 1e3, s.p90 * 1e3, s.min * 1e3,
-                s.median / dense, t.bytes_sent / steps / 1e6, bounds[v] / 1e6,
+                s.median / baseline, t.bytes_sent / steps / 1e6, bounds[v] / 1e6,
                 t.sketch / steps / 1e6, t.values / steps / 1e6, t.indices / steps / 1e6,
                 t.fallbacks / steps);
   }
@@ -278,13 +327,20 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", flags.warmup, "untimed steps per variant first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--ratios", flags.ratios, "ratios for topk, randk, arctopk (comma separated)")
+  app.add_option("--ratios", flags.ratios,
+                 "ratios for topk, randk, arctopk, densities for oktopk (comma separated)")
       ->delimiter(',')
       ->check(CLI::Range(1e-9, 1.0))
       ->capture_default_str();
   app.add_option("--compressors", flags.compressors,
-                 "compressors besides dense (comma separated): fp16, topk, randk, arctopk")
+                 "compressors besides dense (comma separated): fp16, topk, randk, arctopk, "
+                 "oktopk, powersgd")
       ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--powersgd-ranks", flags.powersgd_ranks,
+                 "PowerSGD ranks q (comma separated; each after the first in its own session)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--commit", flags.commit, "commit id printed in the table");
   try {
@@ -298,6 +354,14 @@ int main(int argc, char** argv) {
   ab::GradientSet set;
   std::vector<Variant> variants;
   arcreduce::Config config;
+  // ARCREDUCE_POWERSGD_RANK of each session: its powersgd variant's rank.
+  auto session_rank = [&](int session) {
+    for (const Variant& v : variants) {
+      if (v.session == session && v.powersgd_rank > 0) return v.powersgd_rank;
+    }
+    return config.powersgd_rank;
+  };
+  int sessions = 1;
   try {
     set = ab::gradient_set(flags.set);
     variants = make_variants(flags);
@@ -309,6 +373,8 @@ int main(int argc, char** argv) {
     // with one compressor would.
     const int64_t names = static_cast<int64_t>(variants.size() * set.tensors.size());
     config.cache_capacity = std::max(config.cache_capacity, 2 * names);
+    for (const Variant& v : variants) sessions = std::max(sessions, v.session + 1);
+    config.powersgd_rank = session_rank(0);
     arcreduce::init(config);  // MPI is initialised: arcreduce leaves finalising it to us
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "compressor_bench: %s\n", e.what());
@@ -348,11 +414,22 @@ int main(int argc, char** argv) {
       totals[v].add(before, after, variants[v].compressor);
     }
   };
-  for (size_t v = 0; v < variants.size(); ++v) {
-    for (int i = 0; i < flags.warmup; ++i) step(v, false);
-  }
-  for (int round = 0; round < flags.repetitions; ++round) {
-    for (size_t v = 0; v < variants.size(); ++v) step(v, true);
+  for (int session = 0; session < sessions; ++session) {
+    if (session > 0) {  // a fresh runtime at this session's PowerSGD rank
+      arcreduce::shutdown();
+      config.powersgd_rank = session_rank(session);
+      arcreduce::init(config);
+    }
+    std::vector<size_t> members;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      if (variants[v].session == session) members.push_back(v);
+    }
+    for (size_t v : members) {
+      for (int i = 0; i < flags.warmup; ++i) step(v, false);
+    }
+    for (int round = 0; round < flags.repetitions; ++round) {
+      for (size_t v : members) step(v, true);
+    }
   }
 
   // Byte counters are summed over ranks (means per rank are printed); times are already maxima.

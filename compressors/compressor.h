@@ -89,8 +89,8 @@ class Compressor {
   virtual bool accepts_lazy_input() const { return false; }
 };
 
-// "fp16", "topk", "randk", "arctopk", "oktopk"; nullptr for names without a compressor of their own
-// ("none" is the executor's native-dtype dense path).
+// "fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"; nullptr for names without a
+// compressor of their own ("none" is the executor's native-dtype dense path).
 std::unique_ptr<Compressor> make_compressor(const std::string& name);
 // True for "none" and every name make_compressor() builds.
 bool compressor_available(const std::string& name);

@@ -2,6 +2,7 @@
 #include "compressors/compressor.h"
 #include "compressors/fp16.h"
 #include "compressors/oktopk.h"
+#include "compressors/powersgd.h"
 #include "compressors/randk.h"
 #include "compressors/topk.h"
 
@@ -13,12 +14,13 @@ std::unique_ptr<Compressor> make_compressor(const std::string& name) {
   if (name == "randk") return std::make_unique<RandK>();
   if (name == "fp16") return std::make_unique<Fp16>();
   if (name == "oktopk") return std::make_unique<OkTopK>();
+  if (name == "powersgd") return std::make_unique<PowerSgd>();
   return nullptr;
 }
 
 bool compressor_available(const std::string& name) {
   return name == "none" || name == "arctopk" || name == "topk" || name == "randk" ||
-         name == "fp16" || name == "oktopk";
+         name == "fp16" || name == "oktopk" || name == "powersgd";
 }
 
 }  // namespace arcreduce

@@ -131,6 +131,9 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   if (c.oktopk_tau_prime < 1) {
     reject(kEnvOkTopkTauPrime, std::to_string(c.oktopk_tau_prime), "an integer >= 1");
   }
+  if (c.powersgd_rank < 1) {
+    reject(kEnvPowerSgdRank, std::to_string(c.powersgd_rank), "an integer >= 1");
+  }
 }
 
 void Config::validate() const {
@@ -197,6 +200,7 @@ Config Config::from_env() {
     if (v != "0" && v != "1") reject(k, v, "0 or 1");
     c.oktopk_rebalance = v == "1";
   });
+  get(kEnvPowerSgdRank, [&](auto& k, auto& v) { c.powersgd_rank = parse_int(k, v); });
   validate_config(c, env);
   return c;
 }

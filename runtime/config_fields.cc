@@ -26,7 +26,8 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvCheckConsistency,
                                                 kEnvOkTopkTau,
                                                 kEnvOkTopkTauPrime,
-                                                kEnvOkTopkRebalance};
+                                                kEnvOkTopkRebalance,
+                                                kEnvPowerSgdRank};
   return vars;
 }
 
@@ -51,6 +52,7 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
       {kEnvOkTopkTau, str(c.oktopk_tau)},
       {kEnvOkTopkTauPrime, str(c.oktopk_tau_prime)},
       {kEnvOkTopkRebalance, str(c.oktopk_rebalance)},
+      {kEnvPowerSgdRank, str(c.powersgd_rank)},
   };
 }
 

@@ -31,6 +31,7 @@ constexpr const char* kEnvCheckConsistency = "ARCREDUCE_CHECK_CONSISTENCY";
 constexpr const char* kEnvOkTopkTau = "ARCREDUCE_OKTOPK_TAU";
 constexpr const char* kEnvOkTopkTauPrime = "ARCREDUCE_OKTOPK_TAU_PRIME";
 constexpr const char* kEnvOkTopkRebalance = "ARCREDUCE_OKTOPK_REBALANCE";
+constexpr const char* kEnvPowerSgdRank = "ARCREDUCE_POWERSGD_RANK";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();

@@ -101,9 +101,9 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
     bool known = false;
     for (const auto& k : error_feedback_names()) known |= (k == *c.error_feedback);
     if (!known) return who + ": unknown error feedback '" + *c.error_feedback + "'";
-    if (resolved == "oktopk" && *c.error_feedback != "none") {
-      return who + ": error feedback '" + *c.error_feedback +
-             "' cannot wrap oktopk, which keeps its own residual: ask for 'none' or leave it unset";
+    if ((resolved == "oktopk" || resolved == "powersgd") && *c.error_feedback != "none") {
+      return who + ": error feedback '" + *c.error_feedback + "' cannot wrap " + resolved +
+             ", which keeps its own residual: ask for 'none' or leave it unset";
     }
   }
   return "";
@@ -123,10 +123,15 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
   if (name == "topk" || name == "randk") {
     s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
   }
-  if (name == "oktopk") {
-    // Ok-Topk is its own error feedback (a residual of everything not reduced); the job-wide
-    // ARCREDUCE_ERROR_FEEDBACK does not apply to it.
+  if (name == "oktopk" || name == "powersgd") {
+    // Ok-Topk and PowerSGD are their own error feedback (a residual of everything not
+    // reduced); the job-wide ARCREDUCE_ERROR_FEEDBACK does not apply to them.
     s.compression.error_feedback = "none";
+  }
+  if (name == "powersgd") {
+    // PowerSGD's size is set by ARCREDUCE_POWERSGD_RANK, not by a ratio: do not let the ratio
+    // split buckets or cause mismatch errors.
+    s.compression.ratio = 1.0;
   }
   if (name == "none" || name == "fp16") {
     // Dense and cast reductions ignore ratio and error feedback: do not let them split buckets

@@ -51,15 +51,21 @@ struct Variant {
   const char* granularity;     // Config::granularity (topk and randk select rows)
   int sketch_rank;             // Config::sketch_rank; 0 keeps the default (not used)
   bool checkable;              // noise-free trajectory known exactly (--check)
+  int powersgd_rank = 0;       // Config::powersgd_rank; 0 keeps the default (not used)
 };
 
-// A sketch rank >= the row length (10) makes arctopk score rows exactly.
+// A sketch rank >= the row length (10) makes arctopk score rows exactly. Ok-Topk keeps the
+// ratio as its density (100 of the 2000 entries, as many values as 10 rows); Ok-Topk and
+// PowerSGD bring their own error feedback (--error-feedback does not apply to them).
 constexpr Variant kVariants[] = {
     {"none", "uncompressed", "none", "element", 0, true},
     {"randk", "Random Block", "randk", "row", 0, false},
     {"topk", "Local TopK", "topk", "row", 0, false},
     {"arctopk-sketch", "ArcTopK-Sketch", "arctopk", "element", 2, true},
     {"arctopk-exact", "ArcTopK", "arctopk", "element", static_cast<int>(rso::kCols), true},
+    {"oktopk", "Ok-Topk", "oktopk", "element", 0, false},
+    {"powersgd", "PowerSGD q=1", "powersgd", "element", 0, false, 1},
+    {"powersgd-q2", "PowerSGD q=2", "powersgd", "element", 0, false, 2},
 };
 
 const Variant* find_variant(const std::string& name) {
@@ -72,8 +78,8 @@ const Variant* find_variant(const std::string& name) {
 struct Options {
   int steps = 1000;
   std::vector<uint64_t> seeds = {1, 2, 3};
-  std::vector<std::string> compressors = {"none", "randk", "topk", "arctopk-sketch",
-                                          "arctopk-exact"};
+  std::vector<std::string> compressors = {"none",          "randk",  "topk",     "arctopk-sketch",
+                                          "arctopk-exact", "oktopk", "powersgd", "powersgd-q2"};
   bool noise = true;
   bool check = false;
   double ratio = kRatio;
@@ -91,6 +97,7 @@ arcreduce::Config make_config(arcreduce::Config base, const Variant& v, uint64_t
   base.compressor = v.compressor;
   base.granularity = v.granularity;
   if (v.sketch_rank > 0) base.sketch_rank = v.sketch_rank;
+  if (v.powersgd_rank > 0) base.powersgd_rank = v.powersgd_rank;
   base.compress_ratio = o.ratio;
   base.error_feedback = o.error_feedback;
   base.ef_momentum = o.eta;

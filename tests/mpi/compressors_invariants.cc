@@ -3,8 +3,9 @@
 //   compressors_invariants_test [--watchdog-seconds=S]
 //
 // Cases: each compressor (fp16; topk and randk at element and row granularity; arctopk) with
-// each error feedback (none, ef14, ef21, ef21m), and oktopk (its own residual, no decorator), on
-// tensors of shape [16, 12], [4, 2, 3, 3], [40], [1] and [0] in fp32, fp64, fp16 and bf16. The
+// each error feedback (none, ef14, ef21, ef21m), oktopk and powersgd (their own residual, no
+// decorator), on tensors of shape [16, 12], [4, 2, 3, 3], [40], [1] and [0] in fp32, fp64, fp16
+// and bf16. The
 // runtime is initialised with min_compress_elements = 0 (small tensors are compressed too), warm
 // error-feedback start, no warm-up and ARCREDUCE_CHECK_CONSISTENCY on. Phases, each a few steps of
 // fresh inputs:
@@ -12,8 +13,9 @@
 //   (a) "mixed", ratio 0.3: every case's output is bit-identical to rank 0's after every step;
 //   (b) "ratio1", ratio 1: every case equals the dense mean (ef21m: the mean of the ranks'
 //       momentum v = (1 - eta) v + eta g, which is what EF21M outputs when nothing is dropped;
-//       fp16 ignores ratio and error feedback), within a tolerance set by the dtype and the
-//       fp32 (fp16 for the fp16 compressor) pipeline; (a) is checked too;
+//       fp16 ignores ratio and error feedback; powersgd, whose size is its rank, is only
+//       checked by (a)), within a tolerance set by the dtype and the fp32 (fp16 for the fp16
+//       compressor) pipeline; (a) is checked too;
 //   (c) "arc", arctopk without error feedback at ratio 0.25 on positive inputs (so no mean is
 //       zero): the output holds exactly k = max(1, floor(0.25 n)) non-zero rows of the matrix
 //       view, each equal to the exact mean, and matches rank 0's (dense-path tensors: the mean
@@ -68,7 +70,7 @@ std::vector<Case> make_cases(const std::string& phase, bool arc_only) {
   };
   const Spec specs[] = {{"fp16", ""},         {"topk", "element"}, {"topk", "row"},
                         {"randk", "element"}, {"randk", "row"},    {"arctopk", ""},
-                        {"oktopk", ""}};
+                        {"oktopk", ""},       {"powersgd", ""}};
   const char* feedbacks[] = {"none", "ef14", "ef21", "ef21m"};
   const std::vector<std::vector<int64_t>> shapes = {{16, 12}, {4, 2, 3, 3}, {40}, {1}, {0}};
   const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
@@ -77,8 +79,11 @@ std::vector<Case> make_cases(const std::string& phase, bool arc_only) {
     if (arc_only && std::string(spec.compressor) != "arctopk") continue;
     for (const char* ef : feedbacks) {
       if (arc_only && std::string(ef) != "none") continue;
-      // Ok-Topk keeps its own residual; other error feedback is rejected for it.
-      if (std::string(spec.compressor) == "oktopk" && std::string(ef) != "none") continue;
+      // Ok-Topk and PowerSGD keep their own residual; other error feedback is rejected for them.
+      const std::string own_residual = spec.compressor;
+      if ((own_residual == "oktopk" || own_residual == "powersgd") && std::string(ef) != "none") {
+        continue;
+      }
       for (const std::vector<int64_t>& shape : shapes) {
         for (DType dtype : dtypes) {
           Case c{spec.compressor,
@@ -245,7 +250,8 @@ void run_phase(const std::string& phase, double ratio, Check check, int steps, d
     }
     check_same_as_rank0(cases, where);
     for (Case& c : cases) {
-      if (check == Check::kDenseMean || c.compressor == "fp16") {
+      // PowerSGD's size is its rank, not the ratio: ratio 1 is not the dense mean there.
+      if ((check == Check::kDenseMean && c.compressor != "powersgd") || c.compressor == "fp16") {
         check_dense_mean(c, step, eta, where);
       } else if (check == Check::kArcRows) {
         check_arc_rows(c, step, ratio, where);

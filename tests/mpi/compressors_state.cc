@@ -5,7 +5,8 @@
 // Tensors cover every kind of compressor state: ARC-Top-K + ef21m (v, h, hbar), Top-K + ef14
 // (e), row Rand-K + ef21 (shared randomness keyed by the step counter), element Top-K + ef21m
 // on a 1-D fp64 tensor, fp16 (no state), Ok-Topk (residual, thresholds, boundaries, call
-// counter; tests/mpi/compressors.cmake sets short periods), in several dtypes and shapes.
+// counter; tests/mpi/compressors.cmake sets short periods), PowerSGD (error buffer and the
+// warm-start Q), in several dtypes and shapes.
 //
 // Phase 1: init, 3 steps, save_state(<dir>/state.<rank>), 2 more steps (their outputs kept).
 // Phase 2, in the same process: shutdown, init again (fresh runtime, empty state),
@@ -51,6 +52,8 @@ const std::vector<Case>& cases() {
       {"fp16_none", "fp16", "", "none", DType::kFloat32, {16, 12}},
       {"oktopk_f32", "oktopk", "", "none", DType::kFloat32, {16, 12}},
       {"oktopk_bf16", "oktopk", "", "none", DType::kBFloat16, {4, 2, 3, 3}},
+      {"powersgd_f32", "powersgd", "", "none", DType::kFloat32, {16, 12}},
+      {"powersgd_f16", "powersgd", "", "none", DType::kFloat16, {16, 12}},
   };
   return all;
 }

@@ -61,6 +61,7 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_OKTOPK_TAU", "16");
   env.set("ARCREDUCE_OKTOPK_TAU_PRIME", "128");
   env.set("ARCREDUCE_OKTOPK_REBALANCE", "1");
+  env.set("ARCREDUCE_POWERSGD_RANK", "4");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -84,6 +85,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.oktopk_tau, 16);
   EXPECT_EQ(c.oktopk_tau_prime, 128);
   EXPECT_TRUE(c.oktopk_rebalance);
+  EXPECT_EQ(c.powersgd_rank, 4);
 }
 
 struct BadValue {
@@ -134,6 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_OKTOPK_TAU", "x", "integer"},
                       BadValue{"ARCREDUCE_OKTOPK_TAU_PRIME", "-3", ">= 1"},
                       BadValue{"ARCREDUCE_OKTOPK_REBALANCE", "yes", "0 or 1"},
+                      BadValue{"ARCREDUCE_POWERSGD_RANK", "0", ">= 1"},
+                      BadValue{"ARCREDUCE_POWERSGD_RANK", "2.5", "integer"},
                       BadValue{"ARCREDUCE_CHECK_CONSISTENCY", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 
@@ -179,6 +183,28 @@ TEST(ConfigAgreement, MustMatchSettingsDifferingFailEveryRank) {
     EXPECT_THAT(messages[r],
                 HasSubstr("ARCREDUCE_FUSION_THRESHOLD must be the same on every rank"));
     EXPECT_THAT(messages[r], HasSubstr("rank 2 has '1024'"));
+  }
+}
+
+TEST(ConfigAgreement, PowerSgdRankMustMatch) {
+  LoopbackWorld world(3);
+  std::vector<Config> configs(3, testing::test_config());
+  configs[1].powersgd_rank = 2;
+  std::vector<std::string> messages(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Runtime rt(configs[r], world.communicator(r));
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_POWERSGD_RANK must be the same on every rank"));
+    EXPECT_THAT(messages[r], HasSubstr("rank 1 has '2'"));
   }
 }
 

@@ -35,6 +35,9 @@ struct Config {
   int64_t oktopk_tau = 64;        // ARCREDUCE_OKTOPK_TAU, >= 1
   int64_t oktopk_tau_prime = 32;  // ARCREDUCE_OKTOPK_TAU_PRIME, >= 1
   bool oktopk_rebalance = false;  // ARCREDUCE_OKTOPK_REBALANCE=1
+  // PowerSGD (docs/compressors.md, "PowerSGD"): rank q of the approximation P Q^T (PyTorch's
+  // matrix_approximation_rank).
+  int64_t powersgd_rank = 1;  // ARCREDUCE_POWERSGD_RANK, >= 1
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).
