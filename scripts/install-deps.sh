@@ -11,7 +11,8 @@ packages=(
   clang-format
   libbenchmark-dev  # bench/kernel_bench
   libthrust-dev     # the kernels' Thrust headers where the CUDA toolkit's CCCL is absent
-  gnuplot-nox  # plots of examples/02_robust_shifted_objective (--plot)
+  gnuplot-nox  # plots of examples/02_robust_shifted_objective and 03_fashion_mnist (--plot)
+  zlib1g-dev dataset-fashion-mnist  # examples/03_fashion_mnist: gzip'd IDX files and their reader
   iproute2 util-linux hostname  # scripts/sim-cluster.sh: ip, tc; unshare, flock; hostname
   nlohmann-json3-dev  # tests/timeline: parses the timeline files
 )

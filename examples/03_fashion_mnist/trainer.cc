@@ -1,0 +1,230 @@
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <stdexcept>
+
+#include <arcreduce/arcreduce.h>
+
+#include "checkpoint.h"
+#include "collective.h"
+#include "mlp.h"
+#include "sgd.h"
+
+namespace fmnist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Shuffling has its own generator (saved in checkpoints); the model's comes from the same seed.
+std::mt19937_64 shuffle_engine(uint64_t seed) {
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), 0x73687566u};
+  return std::mt19937_64(seq);
+}
+
+// Everything one run needs, built once.
+struct Run {
+  Run(const Dataset& d, const TrainOptions& o)
+      : data(d),
+        options(o),
+        rank(arcreduce::rank()),
+        size(arcreduce::size()),
+        model(o.widths, o.seed),
+        sgd(model.parameters(), o.lr, o.momentum),
+        shuffle(shuffle_engine(o.seed)),
+        sharder(d.train.count, o.batch_size, rank, size),
+        exchange(o.compressor, o.ratio, o.error_feedback) {}
+
+  // One training step on this rank's share of global batch `step`: every gradient goes to
+  // arcreduce as backward produces it; the wait is just before the optimizer step.
+  double train_step(int64_t step) {
+    gather_batch(data.train, sharder.batch(step), options.batch_size, x, y);
+    const double loss = model.forward(x.data(), y.data(), options.batch_size);
+    std::vector<Parameter>& params = model.parameters();
+    model.backward([&](size_t i) { exchange.submit(params[i]); });
+    exchange.wait();
+    sgd.step(params);
+    return loss;
+  }
+
+  // Test examples i with i % size == rank; returns the number classified correctly.
+  int64_t evaluate_shard(int64_t* tested) {
+    constexpr int64_t kChunk = 500;
+    std::vector<int64_t> indices;
+    int64_t correct = 0;
+    for (int64_t first = rank; first < data.test.count; first += kChunk * size) {
+      indices.clear();
+      for (int64_t i = first; i < data.test.count && indices.size() < kChunk; i += size)
+        indices.push_back(i);
+      gather_batch(data.test, indices.data(), static_cast<int64_t>(indices.size()), x, y);
+      correct += model.count_correct(x.data(), y.data(), static_cast<int64_t>(indices.size()));
+      *tested += static_cast<int64_t>(indices.size());
+    }
+    return correct;
+  }
+
+  RunSettings settings() const {
+    return {rank,
+            size,
+            options.seed,
+            options.batch_size,
+            data.train.count,
+            options.widths,
+            options.compressor,
+            options.ratio,
+            options.error_feedback,
+            options.lr,
+            options.momentum};
+  }
+
+  EpochResult train_epoch(int64_t epoch, TrainingProgress& progress) {
+    const Clock::time_point start = Clock::now();
+    sharder.shuffle(shuffle);
+    const uint64_t bytes_before = arcreduce::stats().bytes_sent;
+    double loss_sum = 0;
+    for (int64_t step = 0; step < sharder.steps_per_epoch(); ++step) {
+      loss_sum += train_step(step);
+      ++progress.global_step;
+    }
+    const double train_seconds = seconds_since(start);
+    const uint64_t bytes = arcreduce::stats().bytes_sent - bytes_before;
+    int64_t tested = 0;
+    const int64_t correct = evaluate_shard(&tested);
+    std::vector<double> metrics{loss_sum, static_cast<double>(sharder.steps_per_epoch()),
+                                static_cast<double>(correct), static_cast<double>(tested)};
+    sum_over_ranks("fashion_mnist.metrics", metrics);
+    progress.epochs_done = epoch;
+
+    EpochResult r;
+    r.epoch = epoch;
+    r.train_loss = metrics[0] / metrics[1];
+    r.test_accuracy = metrics[3] > 0 ? metrics[2] / metrics[3] : 0;
+    r.step_seconds = train_seconds / static_cast<double>(sharder.steps_per_epoch());
+    r.bytes_per_step = static_cast<double>(bytes) / static_cast<double>(sharder.steps_per_epoch());
+    r.seconds = seconds_since(start);
+    return r;
+  }
+
+  // Interleaves compute-only, communication-only and overlapped steps (after a barrier each)
+  // on the current epoch's batches, without optimizer steps: the model does not change.
+  OverlapResult measure_overlap(int steps) {
+    std::vector<Parameter>& params = model.parameters();
+    std::vector<double> compute, communication, overlapped;
+    for (int s = 0; s < steps; ++s) {
+      gather_batch(data.train, sharder.batch(s % sharder.steps_per_epoch()), options.batch_size, x,
+                   y);
+      barrier();
+      Clock::time_point t = Clock::now();
+      model.forward(x.data(), y.data(), options.batch_size);
+      model.backward([](size_t) {});
+      compute.push_back(seconds_since(t));
+
+      barrier();
+      t = Clock::now();
+      for (size_t layer = params.size() / 2; layer-- > 0;) {  // backward's order
+        exchange.submit(params[2 * layer]);
+        exchange.submit(params[2 * layer + 1]);
+      }
+      exchange.wait();
+      communication.push_back(seconds_since(t));
+
+      barrier();
+      t = Clock::now();
+      model.forward(x.data(), y.data(), options.batch_size);
+      model.backward([&](size_t i) { exchange.submit(params[i]); });
+      exchange.wait();
+      overlapped.push_back(seconds_since(t));
+    }
+    std::vector<double> medians{median(compute), median(communication), median(overlapped)};
+    sum_over_ranks("fashion_mnist.overlap", medians);
+    OverlapResult r;
+    r.steps = steps;
+    r.compute_seconds = medians[0] / size;
+    r.communication_seconds = medians[1] / size;
+    r.step_seconds = medians[2] / size;
+    return r;
+  }
+
+  // True when every rank's model hash equals the others': per 16-bit chunk c of the hash,
+  // size * sum(c^2) == (sum c)^2 exactly in fp64 holds only if all ranks' chunks are equal.
+  bool ranks_agree(uint64_t hash) {
+    std::vector<double> sums;
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      const double c = static_cast<double>((hash >> (16 * chunk)) & 0xffff);
+      sums.push_back(c);
+      sums.push_back(c * c);
+    }
+    sum_over_ranks("fashion_mnist.agreement", sums);
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      if (sums[2 * chunk + 1] * size != sums[2 * chunk] * sums[2 * chunk]) return false;
+    }
+    return true;
+  }
+
+  const Dataset& data;
+  const TrainOptions& options;
+  int rank, size;
+  Mlp model;
+  SgdMomentum sgd;
+  std::mt19937_64 shuffle;
+  Sharder sharder;
+  GradientExchange exchange;
+  std::vector<float> x;
+  std::vector<int> y;
+};
+
+}  // namespace
+
+double OverlapResult::hidden_fraction() const {
+  if (communication_seconds <= 0) return 0;
+  const double hidden =
+      (compute_seconds + communication_seconds - step_seconds) / communication_seconds;
+  return std::clamp(hidden, 0.0, 1.0);
+}
+
+RunResult train(const Dataset& data, const TrainOptions& options, const EpochCallback& on_epoch) {
+  Run run(data, options);
+  if (run.sharder.steps_per_epoch() == 0) {
+    throw std::runtime_error("a global batch (--batch-size " + std::to_string(options.batch_size) +
+                             " x " + std::to_string(run.size) + " ranks) is larger than the " +
+                             std::to_string(data.train.count) + " training examples");
+  }
+  RunResult result;
+  result.compressor = options.compressor;
+  result.parameters = run.model.parameter_count();
+  result.steps_per_epoch = run.sharder.steps_per_epoch();
+
+  TrainingProgress progress;
+  if (!options.resume.empty()) {
+    load_checkpoint(options.resume, run.settings(), progress, run.shuffle, run.model, run.sgd);
+  }
+  result.first_epoch = progress.epochs_done + 1;
+  for (int64_t epoch = progress.epochs_done + 1; epoch <= options.epochs; ++epoch) {
+    const EpochResult r = run.train_epoch(epoch, progress);
+    const bool last = epoch == options.epochs;
+    if (!options.checkpoint.empty() && (last || options.checkpoint_every_epoch)) {
+      save_checkpoint(options.checkpoint, run.settings(), progress, run.shuffle, run.model,
+                      run.sgd);
+    }
+    result.epochs.push_back(r);
+    on_epoch(r);
+  }
+  result.global_step = progress.global_step;
+  result.weights_hash = model_hash(run.model);
+  result.ranks_agree = run.ranks_agree(result.weights_hash);
+  // After the checkpoint: the measurement advances compressor state but not the model.
+  if (options.overlap_steps > 0) result.overlap = run.measure_overlap(options.overlap_steps);
+  return result;
+}
+
+}  // namespace fmnist

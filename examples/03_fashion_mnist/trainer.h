@@ -1,0 +1,71 @@
+// One data-parallel training run of the MLP on Fashion-MNIST through arcreduce, and the
+// measurement of how much of the communication backward hides.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dataset.h"
+
+namespace fmnist {
+
+struct TrainOptions {
+  std::string compressor = "arctopk";   // runtime name: none, fp16, topk, randk, arctopk, ...
+  double ratio = 0.01;                  // fraction of entries kept (compressors that use one)
+  std::string error_feedback = "ef14";  // none, ef14, ef21, ef21m (topk, randk, arctopk)
+  int64_t epochs = 3;                   // train until this many epochs are done (resume included)
+  int64_t batch_size = 64;              // examples per rank per step
+  uint64_t seed = 0;                    // model initialisation and shuffling
+  double lr = 0.02;
+  double momentum = 0.9;
+  std::vector<int64_t> widths = {kImagePixels, 1024, 1024, kClasses};
+  std::string checkpoint;               // prefix; written after the last epoch
+  bool checkpoint_every_epoch = false;  // ... and after every epoch
+  std::string resume;                   // prefix of a checkpoint to continue from
+  int overlap_steps = 10;               // steps of the overlap measurement; 0: skip it
+};
+
+struct EpochResult {
+  int64_t epoch = 0;          // 1-based
+  double train_loss = 0;      // mean over all ranks' steps of the epoch
+  double test_accuracy = 0;   // fraction of the test examples classified correctly
+  double step_seconds = 0;    // training time of the epoch / steps (rank 0)
+  double bytes_per_step = 0;  // bytes rank 0 sent per step (runtime stats: data + negotiation)
+  double seconds = 0;         // the whole epoch, evaluation included
+};
+
+// Mean over ranks of each phase's median time per step (docs/training-example.md).
+struct OverlapResult {
+  int steps = 0;                     // 0: not measured
+  double compute_seconds = 0;        // forward + backward, nothing submitted
+  double communication_seconds = 0;  // the same gradients reduced, no compute
+  double step_seconds = 0;           // forward + backward submitting each gradient + wait
+  // (compute + communication - step) / communication, clamped to [0, 1].
+  double hidden_fraction() const;
+};
+
+struct RunResult {
+  std::string compressor;
+  std::string skipped;  // non-empty: the run did not happen, and why
+  int64_t parameters = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t first_epoch = 1;  // > 1 when resumed
+  int64_t global_step = 0;  // optimizer steps taken, resumed ones included
+  std::vector<EpochResult> epochs;
+  OverlapResult overlap;
+  uint64_t weights_hash = 0;  // model_hash() after the last epoch
+  bool ranks_agree = true;    // every rank holds bit-identical parameters
+};
+
+// Called on every rank after each epoch (metrics are already reduced over ranks).
+using EpochCallback = std::function<void(const EpochResult&)>;
+
+// Trains in the initialised runtime: resumes from options.resume if set, runs the remaining
+// epochs, writes checkpoints, then measures overlap. Collective: every rank calls it with the
+// same options. Throws CompressorUnavailable (first step), CheckpointError, DataError or
+// std::runtime_error.
+RunResult train(const Dataset& data, const TrainOptions& options, const EpochCallback& on_epoch);
+
+}  // namespace fmnist
