@@ -27,9 +27,11 @@ ScalarType scalar_type(DType dtype) {
 // Collective size. On one host reduction is memory-bound: small chunks keep the staging copy
 // and MPI's internal passes in cache (docs/benchmarks.md: 256 KiB-1 MiB chunks take 0.4-0.5x the
 // time of one fused MPI_Allreduce, whole 64 MiB buckets 1.1-1.2x). Across hosts each collective
-// pays network latency per ring step, so chunks are larger there.
+// pays network latency per ring step and TCP restarts its flow, so chunks are larger there: on
+// the simulated cluster (4 hosts, 1 Gbit/s, tiny-transformer-24M) a dense step took 5.6-7.0 s
+// with 4 MiB chunks, 1.6-2.4 s with 16 MiB and 2.3-3.0 s with 64 MiB (docs/benchmarks.md).
 constexpr size_t kSingleHostChunkBytes = size_t{512} << 10;
-constexpr size_t kMultiHostChunkBytes = size_t{4} << 20;
+constexpr size_t kMultiHostChunkBytes = size_t{16} << 20;
 
 bool is_half(DType dtype) {
   return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
