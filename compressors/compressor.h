@@ -94,5 +94,8 @@ class Compressor {
 std::unique_ptr<Compressor> make_compressor(const std::string& name);
 // True for "none" and every name make_compressor() builds.
 bool compressor_available(const std::string& name);
+// True for compressors that are their own error feedback (a residual of everything they did not
+// reduce: oktopk, powersgd); ARCREDUCE_ERROR_FEEDBACK does not wrap them.
+bool keeps_own_residual(const std::string& name);
 
 }  // namespace arcreduce

@@ -23,4 +23,8 @@ bool compressor_available(const std::string& name) {
          name == "fp16" || name == "oktopk" || name == "powersgd";
 }
 
+bool keeps_own_residual(const std::string& name) {
+  return name == "oktopk" || name == "powersgd";
+}
+
 }  // namespace arcreduce

@@ -101,7 +101,7 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
     bool known = false;
     for (const auto& k : error_feedback_names()) known |= (k == *c.error_feedback);
     if (!known) return who + ": unknown error feedback '" + *c.error_feedback + "'";
-    if ((resolved == "oktopk" || resolved == "powersgd") && *c.error_feedback != "none") {
+    if (keeps_own_residual(resolved) && *c.error_feedback != "none") {
       return who + ": error feedback '" + *c.error_feedback + "' cannot wrap " + resolved +
              ", which keeps its own residual: ask for 'none' or leave it unset";
     }
@@ -123,9 +123,8 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
   if (name == "topk" || name == "randk") {
     s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
   }
-  if (name == "oktopk" || name == "powersgd") {
-    // Ok-Topk and PowerSGD are their own error feedback (a residual of everything not
-    // reduced); the job-wide ARCREDUCE_ERROR_FEEDBACK does not apply to them.
+  if (keeps_own_residual(name)) {
+    // The job-wide ARCREDUCE_ERROR_FEEDBACK does not apply to Ok-Topk and PowerSGD.
     s.compression.error_feedback = "none";
   }
   if (name == "powersgd") {
