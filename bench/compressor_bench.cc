@@ -4,6 +4,8 @@
 // of each tensor in backward order (the set's order), then synchronize all. Variants differ only
 // in AllreduceOptions::compression, so one init() serves them all:
 //
+//   mpi      not the runtime: one MPI_Allreduce (sum) of the whole set copied into one buffer,
+//            what a hand-written fused reduction costs (the ratio every report starts from)
 //   dense    compressor none (native fp32, chunked All-Reduce), no error feedback
 //   fp16     half-precision All-Reduce, no error feedback
 //   topk     All-Gather Top-K (element granularity) + ef14, at each ratio
@@ -18,15 +20,20 @@
 // (shutdown, init) beside a dense baseline re-measured in that session. Every variant first runs
 // --warmup untimed steps (ef21/ef21m's first compressed step is a dense warm start; caches and
 // buffers fill). Then the timed rounds run the variants round-robin (A B C ... A B C ...), each
-// step from a barrier; a sample is the slowest rank's step time. Gradients are fixed pseudo-random
-// values, different per rank, copied into the tensors before every step (untimed). After every step
-// the outputs must be identical on all ranks (hash min == max); otherwise the program exits 1.
+// step from a barrier; a sample is the slowest rank's step time. Gradients are pseudo-random
+// values, different per rank and per step (--gradient-sets sets used in turn, so residual-driven
+// compressors such as Ok-Topk see changing gradients), copied into the tensors before every step
+// (untimed). After every step the outputs must be identical on all ranks (hash min == max);
+// otherwise the program exits 1.
 //
 // Rank 0 prints: median, p90 and min step time, the ratio to dense, the bytes this compressor
 // sent per rank per step (Stats::compressors delta, mean over ranks) and the wire lower bound:
 // the payload the algorithm must send per rank per step, derived from the tensor shapes and the
 // rules in docs/compressors.md (ring All-Reduce sends 2(P-1)/P of its input; an All-Gather sends
-// (P-1) blocks of the block each rank contributes).
+// (P-1) blocks of the block each rank contributes). Two lower bounds on the step time follow:
+// wire = that payload at --link-gbit (each host has its own full-duplex link), and memory = one
+// copy of the whole set, measured in the same run on all ranks at once (a step reads every
+// gradient and writes every result at least once); "/ bound" divides by the larger.
 #include <mpi.h>
 
 #include <algorithm>
@@ -54,17 +61,21 @@ struct Flags {
   std::vector<double> ratios = {0.01, 0.1};
   std::vector<std::string> compressors = {"fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"};
   std::vector<int64_t> powersgd_ranks = {1, 4};
+  int gradient_sets = 4;
+  double link_gbit = 0;  // 0: no wire bound (one host, shared memory)
+  std::string link = "local shared memory";
   std::string commit = "unknown";
 };
 
 struct Variant {
-  std::string compressor;  // "none" for dense
+  std::string compressor;  // "none" for dense, "mpi" for the raw MPI_Allreduce
   double ratio = 0;        // 0 where no ratio applies (none, fp16, powersgd)
   std::string error_feedback;
   int64_t powersgd_rank = 0;  // q of powersgd; 0 elsewhere
   int session = 0;            // runtime session (0: the first; dense runs in every session)
 
   std::string label() const {
+    if (compressor == "mpi") return "raw MPI_Allreduce";
     std::string s = compressor == "none" ? "dense" : compressor;
     char text[32] = "";
     if (ratio > 0) std::snprintf(text, sizeof(text), " %g", ratio);
@@ -86,9 +97,9 @@ struct Variant {
 // Dense first: it is the baseline every ratio refers to. Each compressor runs with the error
 // feedback it is meant to be used with (docs/compressors.md).
 std::vector<Variant> make_variants(const Flags& flags) {
-  std::vector<Variant> variants = {{"none", 0, "none"}};
+  std::vector<Variant> variants = {{"none", 0, "none"}, {"mpi", 0, "none"}};
   for (const std::string& c : flags.compressors) {
-    if (c == "none") continue;  // always present as the baseline
+    if (c == "none" || c == "mpi") continue;  // always present as the baselines
     if (c == "fp16") {
       variants.push_back({c, 0, "none"});
     } else if (c == "topk" || c == "randk" || c == "arctopk") {
@@ -133,7 +144,7 @@ double wire_lower_bound(const Variant& v, const ab::GradientSet& set, int ranks,
   for (const ab::TensorSpec& t : set.tensors) {
     const double d = static_cast<double>(t.elements());
     const bool small = t.elements() < config.min_compress_elements;
-    if (v.compressor == "none") {
+    if (v.compressor == "none" || v.compressor == "mpi") {
       reduced += d;
     } else if (v.compressor == "fp16") {
       reduced += d / 2;
@@ -171,9 +182,10 @@ double wire_lower_bound(const Variant& v, const ab::GradientSet& set, int ranks,
   return 4 * (reduced * allreduce + gathered * allgather);
 }
 
-// Per-rank pseudo-random gradients in [-1, 1) (splitmix64), fixed for the whole run.
-std::vector<std::vector<float>> make_gradients(const ab::GradientSet& set, int rank) {
-  uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1);
+// Pseudo-random gradients in [-1, 1) (splitmix64), different per rank and per `index`.
+std::vector<std::vector<float>> make_gradients(const ab::GradientSet& set, int rank, int index) {
+  uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1) +
+                   0xd1b54a32d192ed03ull * static_cast<uint64_t>(index);
   std::vector<std::vector<float>> gradients;
   for (const ab::TensorSpec& t : set.tensors) {
     std::vector<float>& g = gradients.emplace_back(static_cast<size_t>(t.elements()));
@@ -246,13 +258,14 @@ struct Totals {
   }
 };
 
-void print_header(const ab::GradientSet& set, const Flags& flags, int ranks,
+void print_header(const ab::GradientSet& set, const Flags& flags, int ranks, int hosts,
                   const arcreduce::Config& config) {
   std::printf("compressor_bench  %s\n", ab::utc_now().c_str());
   std::printf("commit       %s\n", flags.commit.c_str());
   std::printf("machine      %s\n", ab::machine_description().c_str());
   std::printf("mpi          %s\n", ab::mpi_library().c_str());
-  std::printf("ranks        %d, one host (link: local shared memory)\n", ranks);
+  std::printf("ranks        %d on %d host%s (link: %s)\n", ranks, hosts, hosts == 1 ? "" : "s",
+              flags.link.c_str());
   std::printf("tensor set   %s: %zu fp32 tensors, %lld elements, %.2f MB\n", set.name.c_str(),
               set.tensors.size(), static_cast<long long>(set.elements()),
               static_cast<double>(set.elements()) * 4 / 1e6);
@@ -269,18 +282,29 @@ void print_header(const ab::GradientSet& set, const Flags& flags, int ranks,
   std::printf(
       "repetitions  %d (+%d warm-up steps per variant), interleaved round-robin, slowest rank "
       "from a barrier; sessions after the first (powersgd at further ranks) against their own "
-      "dense baseline\n\n",
-      flags.repetitions, flags.warmup);
+      "dense baseline; %d gradient sets in turn\n\n",
+      flags.repetitions, flags.warmup, flags.gradient_sets);
 }
 
+// Lower bounds of one step (seconds): the wire bound at the link rate (0 without one) and one
+// memory pass over the set.
+struct Bounds {
+  double wire_bytes = 0;
+  double wire_seconds = 0;
+  double memory_seconds = 0;
+  double seconds() const { return std::max(wire_seconds, memory_seconds); }
+};
+
 void print_table(const std::vector<Variant>& variants, const std::vector<Totals>& totals,
-                 const std::vector<double>& bounds, int repetitions, int ranks) {
-  std::printf("%-22s %9s %8s %8s %8s %10s %10s %8s %8s %8s %9s\n", "variant", "median ms", "p90 ms",
-              "min ms", "/ dense", "MB sent", "MB bound", "sketch", "values", "indices",
-              "fallbacks");
+                 const std::vector<Bounds>& bounds, double memcpy_gbs, int repetitions, int ranks) {
+  std::printf("%-22s %9s %8s %8s %7s %8s %10s %10s %9s %8s %8s %8s %8s %9s\n", "variant",
+              "median ms", "p90 ms", "min ms", "/ mpi", "/ dense", "MB sent", "MB bound",
+              "bound ms", "/ bound", "sketch", "values", "indices", "fallbacks");
   // Each session's dense baseline (the dense variant listed first in it).
   std::vector<double> session_dense;
+  double mpi = 0;
   for (size_t v = 0; v < variants.size(); ++v) {
+    if (variants[v].compressor == "mpi") mpi = ab::summarize(totals[v].seconds).median;
     if (variants[v].compressor != "none") continue;
     session_dense.resize(std::max<size_t>(session_dense.size(), variants[v].session + 1), 0.0);
     session_dense[variants[v].session] = ab::summarize(totals[v].seconds).median;
@@ -291,21 +315,29 @@ void print_table(const std::vector<Variant>& variants, const std::vector<Totals>
     const ab::Summary s = ab::summarize(totals[v].seconds);
     const double baseline = session_dense[variants[v].session];
     const Totals& t = totals[v];
-    std::printf("%-22s %9.1f %8.1f %8.1f %8.3f %10.3f %10.3f %8.3f %8.3f %8.3f %9.0f\n",
-                variants[v].label().c_str(), s.median * 1e3, s.p90 * 1e3, s.min * 1e3,
-                s.median / baseline, t.bytes_sent / steps / 1e6, bounds[v] / 1e6,
-                t.sketch / steps / 1e6, t.values / steps / 1e6, t.indices / steps / 1e6,
-                t.fallbacks / steps);
+    char sent[16] = "         -";  // MPI's own traffic is not counted
+    if (variants[v].compressor != "mpi") {
+      std::snprintf(sent, sizeof(sent), "%10.3f", t.bytes_sent / steps / 1e6);
+    }
+    std::printf(
+        "%-22s %9.1f %8.1f %8.1f %7.3f %8.3f %s %10.3f %9.1f %8.2f %8.3f %8.3f %8.3f %9.0f\n",
+        variants[v].label().c_str(), s.median * 1e3, s.p90 * 1e3, s.min * 1e3, s.median / mpi,
+        s.median / baseline, sent, bounds[v].wire_bytes / 1e6, bounds[v].seconds() * 1e3,
+        s.median / bounds[v].seconds(), t.sketch / steps / 1e6, t.values / steps / 1e6,
+        t.indices / steps / 1e6, t.fallbacks / steps);
   }
   std::printf(
       "\nMB sent: Stats::compressors[..].bytes_sent per rank per step (mean over ranks); MB "
-      "bound: the payload's minimal ring traffic; sketch/values/indices: payload MB per rank per "
-      "step; fallbacks: tensors reduced densely per step\n");
+      "bound: the payload's minimal ring traffic; bound ms: max(MB bound at the link rate, one "
+      "copy of the set at %.2f GB/s per rank, all ranks copying at once); sketch/values/indices: "
+      "payload MB per rank per step; fallbacks: tensors reduced densely per step\n",
+      memcpy_gbs);
   for (size_t v = 0; v < variants.size(); ++v) {
     if (variants[v].compressor != "arctopk" || variants[v].ratio != 0.01) continue;
     const double ratio = ab::summarize(totals[v].seconds).median / dense;
-    std::printf("target: %s step <= 1.5 x dense: %.3f x, %s\n", variants[v].label().c_str(), ratio,
-                ratio <= 1.5 ? "met" : "NOT met");
+    std::printf("arctopk 0.01: %.3f x dense, %.3f x raw MPI_Allreduce, %.2f x its lower bound\n",
+                ratio, ab::summarize(totals[v].seconds).median / mpi,
+                ab::summarize(totals[v].seconds).median / bounds[v].seconds());
   }
 }
 
@@ -341,6 +373,16 @@ int main(int argc, char** argv) {
                  "PowerSGD ranks q (comma separated; each after the first in its own session)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--gradient-sets", flags.gradient_sets,
+                 "distinct gradient sets per rank, used in turn, one per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--link-gbit", flags.link_gbit,
+                 "each host's link rate in Gbit/s for the wire lower bound (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--link", flags.link, "link description printed in the header")
       ->capture_default_str();
   app.add_option("--commit", flags.commit, "commit id printed in the table");
   try {
@@ -382,22 +424,49 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const std::vector<std::vector<float>> gradients = make_gradients(set, rank);
-  std::vector<std::vector<float>> tensors = gradients;
+  std::vector<std::vector<std::vector<float>>> gradients;
+  for (int g = 0; g < flags.gradient_sets; ++g) gradients.push_back(make_gradients(set, rank, g));
+  std::vector<std::vector<float>> tensors = gradients[0];
+  std::vector<float> flat(static_cast<size_t>(set.elements()));  // the raw MPI_Allreduce's buffer
   std::vector<std::string> prefixes;
   for (size_t v = 0; v < variants.size(); ++v) prefixes.push_back("v" + std::to_string(v) + "/");
 
   std::vector<Totals> totals(variants.size());
+  std::vector<double> copy_seconds;  // one pass over the set, all ranks at once (slowest rank)
+  std::vector<int> steps_done(variants.size(), 0);
   int64_t mismatches = 0;
+  auto slowest = [](double seconds) {
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return seconds;
+  };
+  // The raw baseline: the set copied into one buffer (timed as the memory pass), then one
+  // MPI_Allreduce of it.
+  auto mpi_step = [&](const std::vector<std::vector<float>>& g) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = MPI_Wtime();
+    float* out = flat.data();
+    for (const std::vector<float>& t : g) out = std::copy(t.begin(), t.end(), out);
+    copy_seconds.push_back(slowest(MPI_Wtime() - start));
+    MPI_Barrier(MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+    return slowest(MPI_Wtime() - start);
+  };
   auto step = [&](size_t v, bool timed) {
+    const std::vector<std::vector<float>>& g = gradients[steps_done[v]++ % gradients.size()];
+    if (variants[v].compressor == "mpi") {
+      const double seconds = mpi_step(g);
+      if (timed) totals[v].seconds.push_back(seconds);
+      return;
+    }
     for (size_t i = 0; i < tensors.size(); ++i) {
-      std::copy(gradients[i].begin(), gradients[i].end(), tensors[i].begin());
+      std::copy(g[i].begin(), g[i].end(), tensors[i].begin());
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const arcreduce::Stats before = arcreduce::stats();
-    double seconds = run_step(variants[v], prefixes[v], set, tensors);
+    const double seconds = slowest(run_step(variants[v], prefixes[v], set, tensors));
     const arcreduce::Stats after = arcreduce::stats();
-    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     const uint64_t h = hash_outputs(tensors);
     uint64_t lo = h, hi = h;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
@@ -437,11 +506,27 @@ int main(int argc, char** argv) {
     double* sums[] = {&t.bytes_sent, &t.sketch, &t.values, &t.indices, &t.fallbacks};
     for (double* s : sums) MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   }
+  // Hosts: one leader per shared-memory node.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int node_rank = 0, hosts = 0;
+  MPI_Comm_rank(node, &node_rank);
+  int leader = node_rank == 0 ? 1 : 0;
+  MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_free(&node);
   if (rank == 0) {
-    std::vector<double> bounds;
-    for (const Variant& v : variants) bounds.push_back(wire_lower_bound(v, set, ranks, config));
-    print_header(set, flags, ranks, config);
-    print_table(variants, totals, bounds, flags.repetitions, ranks);
+    const double copy = ab::summarize(copy_seconds).median;
+    const double set_bytes = static_cast<double>(set.elements()) * 4;
+    std::vector<Bounds> bounds;
+    for (const Variant& v : variants) {
+      Bounds& b = bounds.emplace_back();
+      b.wire_bytes = wire_lower_bound(v, set, ranks, config);
+      if (flags.link_gbit > 0) b.wire_seconds = b.wire_bytes * 8 / (flags.link_gbit * 1e9);
+      b.memory_seconds = copy;
+    }
+    print_header(set, flags, ranks, hosts, config);
+    print_table(variants, totals, bounds, copy > 0 ? set_bytes / copy / 1e9 : 0, flags.repetitions,
+                ranks);
   }
   arcreduce::shutdown();
   MPI_Finalize();

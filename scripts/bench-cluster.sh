@@ -71,7 +71,13 @@ for rate in $rates; do
     # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
     launch=("$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile"
             --rsh-agent "$rsh_agent" --network-interface "$network" --mpi-args "$mpi_args")
-    run "${launch[@]}" -- "$build_dir/bench/compressor_bench" --commit "$commit" "$@"
+    case "$rate" in
+      *gbit) gbit=${rate%gbit} ;;
+      *mbit) gbit=$(awk -v r="${rate%mbit}" 'BEGIN { print r / 1000 }') ;;
+      *) gbit=0 ;;
+    esac
+    run "${launch[@]}" -- "$build_dir/bench/compressor_bench" --commit "$commit" \
+      --link-gbit "$gbit" --link "simulated, $rate per host" "$@"
     if [[ "$with_ddp" != 0 ]]; then
       # gloo listens on host 1's address; every host's only interface is eth0.
       master=${network%.0/24}.1
