@@ -10,7 +10,8 @@
 //   fp16     half-precision All-Reduce, no error feedback
 //   topk     All-Gather Top-K (element granularity) + ef14, at each ratio
 //   randk    shared Rand-K (element granularity) + ef14, at each ratio
-//   arctopk  ARC-Top-K + ef21m, at each ratio (the project's headline)
+//   arctopk  ARC-Top-K at each ratio, with each --arctopk-error-feedback (ef21m, the paper's
+//            choice, and none, the runtime's default: docs/compressors.md, "Defaults")
 //   oktopk   Ok-Topk at each ratio as its density (its own residual)
 //   powersgd PowerSGD at each --powersgd-ranks rank q (its own error feedback)
 //
@@ -61,6 +62,7 @@ struct Flags {
   std::vector<double> ratios = {0.01, 0.1};
   std::vector<std::string> compressors = {"fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"};
   std::vector<int64_t> powersgd_ranks = {1, 4};
+  std::vector<std::string> arctopk_error_feedback = {"ef21m", "none"};
   int gradient_sets = 4;
   double link_gbit = 0;  // 0: no wire bound (one host, shared memory)
   std::string link = "local shared memory";
@@ -102,8 +104,12 @@ std::vector<Variant> make_variants(const Flags& flags) {
     if (c == "none" || c == "mpi") continue;  // always present as the baselines
     if (c == "fp16") {
       variants.push_back({c, 0, "none"});
-    } else if (c == "topk" || c == "randk" || c == "arctopk") {
-      for (double r : flags.ratios) variants.push_back({c, r, c == "arctopk" ? "ef21m" : "ef14"});
+    } else if (c == "topk" || c == "randk") {
+      for (double r : flags.ratios) variants.push_back({c, r, "ef14"});
+    } else if (c == "arctopk") {
+      for (double r : flags.ratios) {
+        for (const std::string& ef : flags.arctopk_error_feedback) variants.push_back({c, r, ef});
+      }
     } else if (c == "oktopk") {
       for (double r : flags.ratios) variants.push_back({c, r, "none"});
     } else if (c == "powersgd") {
@@ -373,6 +379,11 @@ int main(int argc, char** argv) {
                  "PowerSGD ranks q (comma separated; each after the first in its own session)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--arctopk-error-feedback", flags.arctopk_error_feedback,
+                 "error feedback variants of arctopk at each ratio (comma separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}))
       ->capture_default_str();
   app.add_option("--gradient-sets", flags.gradient_sets,
                  "distinct gradient sets per rank, used in turn, one per step")

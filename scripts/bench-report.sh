@@ -7,8 +7,10 @@
 #   local     compressor_bench, 4 ranks on this host (shared memory)     -> local.txt
 #   cluster   4 hosts at 1 and 10 Gbit/s, PyTorch DDP dense and PowerSGD -> cluster.txt
 #   scaling   2 and 8 hosts at 1 Gbit/s, dense, Top-K and ARC-Top-K 0.01  -> scaling.txt
-#   accuracy  Fashion-MNIST --compare on 4 ranks, seeds $SEEDS (0 1)    -> accuracy-seed<s>.{csv,txt}
-# $REPS (5) timed and $WARMUP (3) untimed steps per variant; $EPOCHS (3) epochs per training run.
+#   accuracy  Fashion-MNIST --compare on 4 ranks, seeds $SEEDS (0 1), with ef14 and with no error
+#             feedback for the sparsifiers                   -> accuracy-<ef>-seed<s>.{csv,txt}
+# $REPS (5) timed and $WARMUP (3) untimed steps per variant; $EPOCHS (3) epochs of the first
+# $TRAIN_SAMPLES (30000) training examples per training run.
 # The cluster stages need root (network namespaces) and say so when they cannot run. About 45
 # minutes on a 2-core machine.
 #
@@ -24,6 +26,7 @@ reps=${REPS:-5}
 warmup=${WARMUP:-3}
 epochs=${EPOCHS:-3}
 seeds=${SEEDS:-0 1}
+train_samples=${TRAIN_SAMPLES:-30000}
 
 mkdir -p "$out"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -46,15 +49,15 @@ record() {
     echo "\$ ${*//"$root/"/}"
     echo "date $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     "$@" 2>&1
-  } | tee "$out/$file"
+  } | sed "s|$root/||g" | tee "$out/$file"
 }
 
-bench_args=(--repetitions "$reps" --warmup "$warmup" --commit "$commit")
+bench_args=(--repetitions "$reps" --warmup "$warmup")  # bench-cluster.sh adds --commit itself
 for stage in $stages; do
   case "$stage" in
     local)
       record local.txt "$build_dir/launcher/arcrun" -np 4 -- "$build_dir/bench/compressor_bench" \
-        "${bench_args[@]}"
+        "${bench_args[@]}" --commit "$commit"
       ;;
     cluster)
       record cluster.txt env RATES="1gbit 10gbit" HOSTS=4 BUILD_DIR="$build_dir" \
@@ -67,10 +70,18 @@ for stage in $stages; do
         --ratios 0.01
       ;;
     accuracy)
+      # Every compressor with the example's error feedback (ef14 for the sparsifiers), then the
+      # sparsifiers again without error feedback.
       for seed in $seeds; do
-        record "accuracy-seed$seed.txt" "$build_dir/launcher/arcrun" -np 4 -- \
-          "$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --compare --epochs "$epochs" \
-          --seed "$seed" --overlap-steps 0 --csv "$out/accuracy-seed$seed.csv"
+        for ef in ef14 none; do
+          list=dense,topk,randk,arctopk,oktopk,powersgd
+          [[ "$ef" == none ]] && list=topk,randk,arctopk
+          record "accuracy-$ef-seed$seed.txt" "$build_dir/launcher/arcrun" -np 4 -- \
+            "$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --compare \
+            --compare-list "$list" --error-feedback "$ef" --epochs "$epochs" \
+            --train-samples "$train_samples" --seed "$seed" --overlap-steps 0 \
+            --csv "$out/accuracy-$ef-seed$seed.csv"
+        done
       done
       ;;
     report) ;;

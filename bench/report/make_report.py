@@ -5,7 +5,7 @@ Reads, from the results folder:
   local.txt           compressor_bench on one host (4 ranks, shared memory)
   cluster.txt         scripts/bench-cluster.sh at 4 hosts (1 and 10 Gbit/s), DDP lines included
   scaling.txt         scripts/bench-cluster.sh at 2 and 8 hosts, 1 Gbit/s
-  accuracy-seed*.csv  train_fashion_mnist --compare --csv, one file per seed
+  accuracy-<ef>-seed<s>.csv  train_fashion_mnist --compare --csv, per error feedback and seed
 and writes report.md (every table, each with the file it comes from), step-time.png,
 scaling.png and accuracy.png beside them. Missing inputs leave their tables out (with a line
 that says so), so a partial run still gives a partial report.
@@ -197,15 +197,19 @@ unset multiplot
 
 
 def accuracy(results, path):
-    runs = {}  # (compressor, seed) -> [(epoch, acc, loss, step_s, bytes)]
-    for file in sorted(glob.glob(os.path.join(results, "accuracy-seed*.csv"))):
+    runs = {}  # (compressor + error feedback, seed) -> [(epoch, acc, loss, step_s, bytes)]
+    for file in sorted(glob.glob(os.path.join(results, "accuracy-*-seed*.csv"))):
+        ef = re.match(r"accuracy-(\w+)-seed", os.path.basename(file)).group(1)
         with open(file, encoding="utf-8") as f:
             for row in csv.DictReader(f):
-                runs.setdefault((row["compressor"], row["seed"]), []).append(
+                c = row["compressor"]
+                if c in ("topk", "randk", "arctopk"):
+                    c += " " + ef
+                runs.setdefault((c, row["seed"]), []).append(
                     (int(row["epoch"]), float(row["test_accuracy"]), float(row["train_loss"]),
                      float(row["step_time_s"]), float(row["bytes_per_step"])))
     if not runs:
-        return ["No accuracy results (accuracy-seed*.csv) found."]
+        return ["No accuracy results (accuracy-<ef>-seed<s>.csv) found."]
     compressors = list(dict.fromkeys(c for c, _ in runs))
     seeds = sorted({s for _, s in runs}, key=int)
     ratio = None
@@ -245,6 +249,7 @@ set output '{path}'
 set multiplot layout 1,2 title 'Fashion-MNIST MLP, 4 ranks, mean over seeds {", ".join(seeds)}'
 set xlabel 'epoch'
 set key bottom right
+set xtics 1
 set ylabel 'test accuracy (%)'
 plot for [i=0:{n - 1}] '{data}' index i using 1:2 with linespoints title columnheader(1)
 set key top right
@@ -305,7 +310,7 @@ def main():
         if scaling_plot(r, points, os.path.join(r, "scaling.png")):
             out += ["![scaling](scaling.png)", ""]
 
-    out += ["### Accuracy (Fashion-MNIST MLP)", "", "From `accuracy-seed*.csv`.", ""]
+    out += ["### Accuracy (Fashion-MNIST MLP)", "", "From `accuracy-<ef>-seed<s>.csv` (ratio 0.01 for the sparsifiers, PowerSGD at its rank).", ""]
     out += accuracy(r, os.path.join(r, "accuracy.png"))
     if os.path.exists(os.path.join(r, "accuracy.png")):
         out += ["", "![accuracy per epoch](accuracy.png)"]

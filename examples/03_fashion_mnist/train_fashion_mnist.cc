@@ -146,11 +146,7 @@ int main(int argc, char** argv) {
   o.train.compressor = env.compressor == "none" ? "dense" : env.compressor;
   o.train.ratio = env.compress_ratio;
   o.train.seed = env.seed;
-  // The runtime's provisional ef21m (momentum inside the error feedback) diverges under this
-  // example's SGD momentum at ratio 0.01 (docs/training-example.md): ef14 unless the
-  // environment asks for another.
-  if (std::getenv("ARCREDUCE_ERROR_FEEDBACK") != nullptr)
-    o.train.error_feedback = env.error_feedback;
+  o.train.error_feedback = env.error_feedback;
 
   CLI::App app("Data-parallel training of an MLP on Fashion-MNIST through arcreduce.");
   app.add_option("--compressor", o.train.compressor,
@@ -164,7 +160,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--error-feedback", o.train.error_feedback,
                  "none, ef14, ef21, ef21m, for topk, randk, arctopk (default: "
-                 "ARCREDUCE_ERROR_FEEDBACK if set, else ef14)")
+                 "ARCREDUCE_ERROR_FEEDBACK)")
       ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}))
       ->capture_default_str();
   app.add_option("--epochs", o.train.epochs, "epochs to train (resumed ones included)")

@@ -14,7 +14,7 @@ namespace fmnist {
 struct TrainOptions {
   std::string compressor = "arctopk";   // runtime name: none, fp16, topk, randk, arctopk, ...
   double ratio = 0.01;                  // fraction of entries kept (compressors that use one)
-  std::string error_feedback = "ef14";  // none, ef14, ef21, ef21m (topk, randk, arctopk)
+  std::string error_feedback = "none";  // none, ef14, ef21, ef21m (topk, randk, arctopk)
   int64_t epochs = 3;                   // train until this many epochs are done (resume included)
   int64_t batch_size = 64;              // examples per rank per step
   uint64_t seed = 0;                    // model initialisation and shuffling

@@ -11,7 +11,7 @@ struct Config {
   std::string compressor = "arctopk";        // ARCREDUCE_COMPRESSOR
   double compress_ratio = 0.01;              // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
   int sketch_rank = 4;                       // ARCREDUCE_SKETCH_RANK, >= 1
-  std::string error_feedback = "ef21m";      // ARCREDUCE_ERROR_FEEDBACK
+  std::string error_feedback = "none";       // ARCREDUCE_ERROR_FEEDBACK
   double ef_momentum = 0.1;                  // ARCREDUCE_EF_MOMENTUM, in (0, 1]
   int64_t warmup_steps = 0;                  // ARCREDUCE_WARMUP_STEPS, >= 0
   int64_t min_compress_elements = 16384;     // ARCREDUCE_MIN_COMPRESS_ELEMENTS, >= 0
