@@ -59,10 +59,14 @@ def main():
             os.makedirs(args.csv_dir, exist_ok=True)
             command += ["--csv", os.path.join(args.csv_dir, f"{variant}.csv")]
         print("compare: " + " ".join(command), flush=True)
-        run = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
-        sys.stdout.write(run.stdout)
+        output = []
+        with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as run:
+            for line in run.stdout:  # progress lines as they come
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                output.append(line)
         match = re.search(r"^summary: .*test_accuracy=(\S+) step_time_ms=(\S+) "
-                          r"bytes_sent_per_step=(\S+)", run.stdout, re.M)
+                          r"bytes_sent_per_step=(\S+)", "".join(output), re.M)
         if run.returncode != 0 or not match:
             results.append((variant, None, None, None))
             print(f"compare: {variant} failed (exit {run.returncode})", flush=True)
