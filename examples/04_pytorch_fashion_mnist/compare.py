@@ -10,6 +10,7 @@ train.py is --python (default /usr/bin/python3, Debian's, which has torch).
 import argparse
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -35,6 +36,9 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--csv-dir", default=None, help="keep each variant's CSV here")
+    p.add_argument("--arcrun-args", default="",
+                   help="more arcrun flags, e.g. a hostfile and '--mpi-args \"-x PYTHONPATH\"' "
+                        "for hosts that do not inherit this environment")
     p.add_argument("train_args", nargs="*", help="more train.py flags (after --)")
     args = p.parse_args()
 
@@ -52,7 +56,8 @@ def main():
     results = []
     for variant in args.variants.split(","):
         env["MASTER_PORT"] = str(free_port())  # the DDP variants' rendezvous
-        command = [arcrun, "-np", str(args.ranks), "--", args.python,
+        command = [arcrun, "-np", str(args.ranks)] + shlex.split(args.arcrun_args) + [
+                   "--", args.python,
                    os.path.join(HERE, "train.py"), "--variant", variant, "--epochs",
                    str(args.epochs), "--seed", str(args.seed)] + args.train_args
         if args.csv_dir:

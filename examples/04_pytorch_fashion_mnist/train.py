@@ -11,6 +11,7 @@ data order for every variant.
 """
 import argparse
 import csv
+import gc
 import os
 import sys
 import time
@@ -108,6 +109,7 @@ class DdpExchange:
         dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=self.rank,
                                 world_size=self.size)
         self.model = DistributedDataParallel(model)  # broadcasts rank 0's parameters
+        self.pending_futures = []
         if args.variant == "ddp-powersgd":
             self._register_powersgd(args)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr,
@@ -121,7 +123,7 @@ class DdpExchange:
                                        warm_start=True, random_seed=args.seed)
         # Over gloo, ranks must issue each bucket's chained all-reduces in the same order: a
         # bucket starts only when the previous bucket's chain has finished.
-        previous = []
+        previous = self.pending_futures
 
         def ordered_hook(hook_state, bucket):
             if previous:
@@ -140,6 +142,14 @@ class DdpExchange:
         return None
 
     def close(self):
+        # PyTorch 1.13 can deadlock when the DDP reducer is destroyed at exit while a gloo worker
+        # still has to free a tensor of the Python hook (it waits for the GIL the exiting
+        # thread holds). Finish every hook future and every queued gloo op first.
+        while self.pending_futures:
+            self.pending_futures.pop().wait()
+        self.dist.barrier()
+        del self.model, self.optimizer
+        gc.collect()
         self.dist.destroy_process_group()
 
 
@@ -232,6 +242,7 @@ def main():
         print(f"summary: variant={args.variant} ranks={size} epochs={args.epochs} "
               f"test_accuracy={float(rows[-1][4]):.4f} step_time_ms={mean_ms:.2f} "
               f"bytes_sent_per_step={per_step}", flush=True)
+    del net, optimizer  # close() tears the exchange down; nothing else may hold the model
     exchange.close()
     return 0
 

@@ -1,4 +1,4 @@
-"""save_state / load_state through the binding: a resumed run continues exactly. Last file on
+"""save_state / load_state through the binding: a resumed run continues where it stopped. Last file on
 purpose: after load_state the runtime accepts only tensors the loaded file knows."""
 import copy
 import os
@@ -39,8 +39,11 @@ def test_resume_with_load_state_continues_exactly(runtime):
         optimizer.load_state_dict(saved[1])
         arc.load_state(path)  # error-feedback residuals as they were after step 3
         train(model, optimizer, 3, 3)
+        # Not bit for bit with 3+ ranks: fusion follows timing, and MPI's summation order follows
+        # the bucket's size (rounding differences of ~1e-7). Without load_state the residuals of
+        # step 6 instead of step 3 move most weights, by up to ~5e-5: far outside the tolerance.
         for a, b in zip(straight, model.parameters()):
-            assert torch.equal(a, b)
+            torch.testing.assert_close(b.detach(), a, rtol=1e-5, atol=1e-6)
 
         with pytest.raises(arc.ArcreduceError):
             arc.load_state(os.path.join(directory, "missing"))
