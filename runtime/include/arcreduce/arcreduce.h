@@ -41,13 +41,13 @@ bool poll(Handle handle);
 Status synchronize(Handle handle);
 Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options = {});
 
-// Submits an in-place broadcast of `tensor` from `root_rank`: on return every rank's tensor holds
-// root_rank's bytes. Negotiated like allreduce_async (same name rules, same handles): every rank
-// must submit `name` with the same dtype, shape, device kind and root_rank, else every rank's op
-// fails with kMismatch naming the field and the ranks; a root_rank that is not a rank of the job
-// fails everywhere with kInvalidArgument. Accepts every DType (broadcast moves bytes). Never
-// throws. Broadcasts share buckets only with broadcasts from the same root; each tensor is sent
-// from its own memory, without staging copies.
+// Submits an in-place broadcast of `tensor` from `root_rank`: once the op completes, every rank's
+// tensor holds root_rank's bytes. Negotiated like allreduce_async (same name rules, same handles):
+// every rank must submit `name` with the same dtype, shape, device kind and root_rank, else every
+// rank's op fails with kMismatch naming the field and the ranks; a root_rank that is not a rank of
+// the job fails everywhere with kInvalidArgument. Accepts every DType (broadcast moves bytes).
+// Never throws. Broadcasts share buckets only with broadcasts from the same root; each tensor is
+// sent from its own memory, without staging copies.
 Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
                        BroadcastOptions options = {});
 Status broadcast(const std::string& name, Tensor tensor, int root_rank,
