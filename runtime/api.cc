@@ -134,19 +134,38 @@ int local_size() {
   return running_runtime("local_size").local_size();
 }
 
-Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options) {
+namespace {
+
+// Runs `submit` on the runtime, or completes a handle with kShutdown when there is none.
+template <class Submit>
+Handle submit_or_reject(const std::string& name, const std::function<void(const Status&)>& callback,
+                        Submit submit) {
   std::unique_lock<std::mutex> lock(g_mutex);
   if (g_runtime) {
     Runtime* rt = g_runtime;
     lock.unlock();  // the runtime outlives this call: it is only replaced by init()
-    return rt->allreduce_async(name, tensor, options);
+    return submit(*rt);
   }
   if (!g_orphan_queue) g_orphan_queue = new TensorQueue();
-  return kOrphanBit | g_orphan_queue->reject(
-                          options.callback,
-                          Status(StatusCode::kShutdown, "tensor '" + name +
-                                                            "': arcreduce is not initialised; call "
-                                                            "arcreduce::init() first"));
+  return kOrphanBit |
+         g_orphan_queue->reject(
+             callback, Status(StatusCode::kShutdown, "tensor '" + name +
+                                                         "': arcreduce is not initialised; call "
+                                                         "arcreduce::init() first"));
+}
+
+}  // namespace
+
+Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options) {
+  return submit_or_reject(name, options.callback,
+                          [&](Runtime& rt) { return rt.allreduce_async(name, tensor, options); });
+}
+
+Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
+                       BroadcastOptions options) {
+  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
+    return rt.broadcast_async(name, tensor, root_rank, options);
+  });
 }
 
 bool poll(Handle handle) {
@@ -171,6 +190,10 @@ Status synchronize(Handle handle) {
 
 Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options) {
   return synchronize(allreduce_async(name, std::move(tensor), std::move(options)));
+}
+
+Status broadcast(const std::string& name, Tensor tensor, int root_rank, BroadcastOptions options) {
+  return synchronize(broadcast_async(name, std::move(tensor), root_rank, std::move(options)));
 }
 
 void save_state(const std::string& path) {

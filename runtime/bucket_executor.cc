@@ -20,6 +20,8 @@ ScalarType scalar_type(DType dtype) {
       return ScalarType::kFloat16;
     case DType::kBFloat16:
       return ScalarType::kBFloat16;
+    default:  // integer dtypes are only broadcast, never reduced
+      break;
   }
   return ScalarType::kFloat32;
 }
@@ -55,10 +57,16 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
 
 void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                          Stats& stats) {
+  phases_.clear();
+  if (signature.collective == Collective::kBroadcast) {
+    ++stats.buckets;
+    run_broadcast(entries, signature, stats);
+    phases_.end();
+    return;
+  }
   CompressorStats& cstats = stats.compressors[signature.compression.compressor];
   cstats.tensors += entries.size();
   ++stats.buckets;
-  phases_.clear();
   if (signature.compression.compressor == "none") {
     run_dense(entries, signature, stats, cstats);
     phases_.end();
@@ -184,6 +192,17 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     if (!in_place) buffer_.scatter(chunk);
     stats.copy_seconds += seconds_since(t);
   }
+}
+
+void BucketExecutor::run_broadcast(const std::vector<TensorEntry*>& entries,
+                                   const TensorSignature& signature, Stats& stats) {
+  const auto t = std::chrono::steady_clock::now();
+  phases_.begin("broadcast", "communicate");
+  for (TensorEntry* e : entries) {
+    const size_t bytes = e->signature.bytes();
+    if (bytes > 0) ctx_.comm->broadcast(e->tensor.data, bytes, signature.root_rank);
+  }
+  stats.communication_seconds += seconds_since(t);
 }
 
 }  // namespace arcreduce

@@ -1,4 +1,6 @@
-// BucketExecutor: reduces one fused bucket in place across ranks on the coordinator thread.
+// BucketExecutor: reduces (or broadcasts) one fused bucket in place across ranks on the
+// coordinator thread. Broadcast buckets send each tensor from its own memory, one broadcast per
+// tensor (chunked by the communicator), without staging copies or compressor state.
 // Compressed buckets go through the compressor pipeline in fp32 (tensors still in their
 // ARCREDUCE_WARMUP_STEPS take the dense path); "none" buckets take the dense path below.
 // Dense path, chunk by chunk (plan_chunks): large tensors are reduced in their own memory, small
@@ -36,6 +38,8 @@ class BucketExecutor {
   // Native-dtype dense reduction (compressor "none", warm-up steps).
   void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                  Stats& stats, CompressorStats& cstats);
+  void run_broadcast(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                     Stats& stats);
   // fp32 working copies through the compressor pipeline (with error feedback).
   void run_compressed(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                       Stats& stats, CompressorStats& cstats);

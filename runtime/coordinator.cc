@@ -149,7 +149,8 @@ void Coordinator::record_bucket(size_t position, const std::vector<TensorEntry*>
   timeline_->phases(bucket_row, log);
   for (const TensorEntry* e : members) {
     record_waiting(*e, negotiated);
-    timeline_->span(e->name, "allreduce", "allreduce", negotiated, end,
+    const char* collective = collective_name(signature.collective);
+    timeline_->span(e->name, collective, collective, negotiated, end,
                     "\"compressor\":" + compressor + ",\"bucket\":" + std::to_string(position));
     timeline_->span(e->name, "fused", "fuse", negotiated, fused_end);
     for (const PhaseLog::Phase& p : log.phases()) {

@@ -70,8 +70,11 @@ Response MessageTable::validate(const std::string& name, const Pending& p) const
       [](const TensorSignature& s) { return std::string(reduce_op_name(s.op)); },
       [](const TensorSignature& s) { return std::string(device_name(s.device)); },
       [](const TensorSignature& s) { return s.compression.to_string(); },
+      [](const TensorSignature& s) { return std::string(collective_name(s.collective)); },
+      [](const TensorSignature& s) { return std::to_string(s.root_rank); },
   };
-  const char* field_names[] = {"dtype", "shape", "op", "device", "compression"};
+  const char* field_names[] = {"dtype",       "shape",      "op",       "device",
+                               "compression", "collective", "root rank"};
   std::string problems;
   for (size_t f = 0; f < fields.size(); ++f) {
     std::vector<std::string> values;
@@ -81,8 +84,16 @@ Response MessageTable::validate(const std::string& name, const Pending& p) const
   }
   Response resp;
   resp.name = name;
-  if (problems.empty()) {
-    resp.signature = p.by_rank[0]->signature;
+  const TensorSignature& first = p.by_rank[0]->signature;
+  if (problems.empty() && first.collective == Collective::kBroadcast &&
+      (first.root_rank < 0 || first.root_rank >= world_size_)) {
+    resp.code = StatusCode::kInvalidArgument;
+    resp.error = "tensor '" + name + "': broadcast root rank " + std::to_string(first.root_rank) +
+                 " (given by every rank) is not a rank of this job of " +
+                 std::to_string(world_size_) + " ranks (0 to " + std::to_string(world_size_ - 1) +
+                 ")";
+  } else if (problems.empty()) {
+    resp.signature = first;
   } else {
     resp.code = StatusCode::kMismatch;
     resp.error = "tensor '" + name + "' was submitted differently across ranks (" + problems + ")";

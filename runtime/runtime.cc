@@ -62,18 +62,15 @@ Status Runtime::synchronize(Handle handle) {
   return queue_.synchronize(handle);
 }
 
-std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
-                                  const AllreduceOptions& options) const {
+std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor) const {
   const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
   if (name.empty())
     return "a tensor name must not be empty (rank " + std::to_string(ctx_.rank) + ")";
   const int64_t n = num_elements(tensor.shape);
   if (n < 0) return who + ": shape " + shape_string(tensor.shape) + " has a negative dimension";
-  if (static_cast<int>(tensor.dtype) < 0 || static_cast<int>(tensor.dtype) > 3) {
+  if (static_cast<int>(tensor.dtype) < 0 ||
+      static_cast<int>(tensor.dtype) > static_cast<int>(DType::kBool)) {
     return who + ": unknown dtype " + std::to_string(static_cast<int>(tensor.dtype));
-  }
-  if (options.op != ReduceOp::kSum && options.op != ReduceOp::kAverage) {
-    return who + ": unknown reduce op " + std::to_string(static_cast<int>(options.op));
   }
   if (n > 0 && tensor.data == nullptr) return who + ": data is null but the shape has elements";
   if (tensor.device.kind == Device::kCUDA) {
@@ -81,6 +78,21 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor,
                                  : ": CUDA tensor, but this build of arcreduce has no CUDA");
   }
   if (tensor.device.kind != Device::kCPU) return who + ": unknown device kind";
+  return "";
+}
+
+std::string Runtime::check_allreduce(const std::string& name, const Tensor& tensor,
+                                     const AllreduceOptions& options) const {
+  std::string problem = check_tensor(name, tensor);
+  if (!problem.empty()) return problem;
+  const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
+  if (!is_floating_point(tensor.dtype)) {
+    return who + ": allreduce does not support dtype " + dtype_name(tensor.dtype) +
+           " (float32, float64, float16 and bfloat16 only; other dtypes can be broadcast)";
+  }
+  if (options.op != ReduceOp::kSum && options.op != ReduceOp::kAverage) {
+    return who + ": unknown reduce op " + std::to_string(static_cast<int>(options.op));
+  }
   const CompressionOptions& c = options.compression;
   if (c.compressor) {
     bool known = false;
@@ -143,7 +155,7 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
 
 Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
                                 const AllreduceOptions& options) {
-  std::string problem = check_tensor(name, tensor, options);
+  std::string problem = check_allreduce(name, tensor, options);
   if (!problem.empty()) {
     return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
   }
@@ -151,6 +163,29 @@ Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
   entry.name = name;
   entry.tensor = tensor;
   entry.signature = resolve(tensor, options);
+  entry.callback = options.callback;
+  entry.submitted = Clock::now();
+  return queue_.submit(std::move(entry));
+}
+
+Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
+                                const BroadcastOptions& options) {
+  std::string problem = check_tensor(name, tensor);
+  if (!problem.empty()) {
+    return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
+  }
+  // root_rank is checked during negotiation (MessageTable::validate), so that a bad value on some
+  // ranks fails the op on every rank instead of leaving the others waiting.
+  TensorEntry entry;
+  entry.name = name;
+  entry.tensor = tensor;
+  entry.signature.dtype = tensor.dtype;
+  entry.signature.shape = tensor.shape;
+  entry.signature.device = tensor.device.kind;
+  entry.signature.compression.compressor = "none";
+  entry.signature.compression.error_feedback = "none";
+  entry.signature.collective = Collective::kBroadcast;
+  entry.signature.root_rank = root_rank;
   entry.callback = options.callback;
   entry.submitted = Clock::now();
   return queue_.submit(std::move(entry));

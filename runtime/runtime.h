@@ -24,6 +24,8 @@ class Runtime {
 
   Handle allreduce_async(const std::string& name, const Tensor& tensor,
                          const AllreduceOptions& options);
+  Handle broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
+                         const BroadcastOptions& options);
   bool poll(Handle handle) const { return queue_.poll(handle); }
   Status synchronize(Handle handle);
   void shutdown();
@@ -40,9 +42,10 @@ class Runtime {
   const Config& config() const { return ctx_.config; }
 
  private:
-  // Empty when valid, else the reason naming the tensor.
-  std::string check_tensor(const std::string& name, const Tensor& tensor,
-                           const AllreduceOptions& options) const;
+  // Empty when valid, else the reason naming the tensor (checks that apply to every collective).
+  std::string check_tensor(const std::string& name, const Tensor& tensor) const;
+  std::string check_allreduce(const std::string& name, const Tensor& tensor,
+                              const AllreduceOptions& options) const;
   TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;
 
   Context ctx_;

@@ -22,6 +22,16 @@ size_t dtype_size(DType dtype) {
       return 2;
     case DType::kBFloat16:
       return 2;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+      return 1;
+    case DType::kInt16:
+      return 2;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
   }
   return 0;
 }
@@ -36,8 +46,25 @@ const char* dtype_name(DType dtype) {
       return "float16";
     case DType::kBFloat16:
       return "bfloat16";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
   }
   return "unknown-dtype";
+}
+
+bool is_floating_point(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
 }
 
 const char* reduce_op_name(ReduceOp op) {

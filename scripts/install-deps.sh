@@ -15,6 +15,8 @@ packages=(
   zlib1g-dev dataset-fashion-mnist  # examples/03_fashion_mnist: gzip'd IDX files and their reader
   iproute2 util-linux hostname  # scripts/sim-cluster.sh: ip, tc; unshare, flock; hostname
   nlohmann-json3-dev  # tests/timeline: parses the timeline files
+  # bindings/torch (arcreduce.torch) for Debian's Python 3, its tests and examples/04
+  python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
 )
 
 missing=()

@@ -4,7 +4,8 @@ namespace arcreduce {
 
 bool fusable(const TensorSignature& a, const TensorSignature& b) {
   return a.dtype == b.dtype && a.device == b.device && a.op == b.op &&
-         a.compression == b.compression;
+         a.compression == b.compression && a.collective == b.collective &&
+         a.root_rank == b.root_rank;
 }
 
 std::vector<Bucket> plan_buckets(const std::vector<TensorSignature>& tensors,

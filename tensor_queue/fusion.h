@@ -15,7 +15,8 @@ struct Bucket {
   size_t bytes = 0;
 };
 
-// Tensors fuse when dtype, device kind, op and compression are equal. Each tensor goes into the
+// Tensors fuse when dtype, device kind, op, compression, collective and root rank are equal
+// (broadcasts share buckets only with broadcasts from the same root). Each tensor goes into the
 // earliest open bucket with its key that still has room for it under `threshold_bytes`, else
 // starts a new bucket; a tensor larger than the threshold gets its own bucket; threshold 0
 // disables fusion. Buckets come back in the order they were opened (the execution order).

@@ -67,6 +67,8 @@ void write_signature(Writer& w, const TensorSignature& s) {
   w.pod<double>(s.compression.ratio);
   w.str(s.compression.error_feedback);
   w.str(s.compression.granularity);
+  w.pod<int32_t>(static_cast<int32_t>(s.collective));
+  w.pod<int32_t>(s.root_rank);
 }
 
 TensorSignature read_signature(Reader& r) {
@@ -81,10 +83,16 @@ TensorSignature read_signature(Reader& r) {
   s.compression.ratio = r.pod<double>();
   s.compression.error_feedback = r.str();
   s.compression.granularity = r.str();
+  s.collective = static_cast<Collective>(r.pod<int32_t>());
+  s.root_rank = r.pod<int32_t>();
   return s;
 }
 
 }  // namespace
+
+const char* collective_name(Collective collective) {
+  return collective == Collective::kBroadcast ? "broadcast" : "allreduce";
+}
 
 std::string CompressionSpec::to_string() const {
   std::ostringstream os;

@@ -26,6 +26,9 @@ struct CompressionSpec {
   std::string to_string() const;  // e.g. "arctopk(ratio=0.01, ef=ef21m)"
 };
 
+enum class Collective { kAllreduce, kBroadcast };
+const char* collective_name(Collective collective);  // "allreduce", "broadcast"
+
 // Everything about one submitted tensor that must agree across ranks.
 struct TensorSignature {
   DType dtype = DType::kFloat32;
@@ -33,10 +36,12 @@ struct TensorSignature {
   Device::Kind device = Device::kCPU;
   ReduceOp op = ReduceOp::kAverage;
   CompressionSpec compression;
+  Collective collective = Collective::kAllreduce;
+  int root_rank = 0;  // broadcast: the rank whose bytes everyone receives; 0 for allreduce
 
   bool operator==(const TensorSignature& o) const {
     return dtype == o.dtype && shape == o.shape && device == o.device && op == o.op &&
-           compression == o.compression;
+           compression == o.compression && collective == o.collective && root_rank == o.root_rank;
   }
   bool operator!=(const TensorSignature& o) const { return !(*this == o); }
   int64_t elements() const { return num_elements(shape); }

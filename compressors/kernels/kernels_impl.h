@@ -381,6 +381,8 @@ void to_float(Exec&& exec, const void* src, DType dtype, float* dst, size_t n) {
       thrust::transform(exec, s, s + n, dst, Bf16ToFloat{});
       return;
     }
+    default:  // integer dtypes are only broadcast, never compressed
+      return;
   }
 }
 
@@ -398,6 +400,8 @@ void from_float(Exec&& exec, const float* src, DType dtype, void* dst, size_t n)
       return;
     case DType::kBFloat16:
       thrust::transform(exec, src, src + n, static_cast<uint16_t*>(dst), FloatToBf16{});
+      return;
+    default:  // integer dtypes are only broadcast, never compressed
       return;
   }
 }

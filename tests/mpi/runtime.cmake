@@ -31,10 +31,11 @@ function(_rt_add_job_test)
     ENVIRONMENT "${ARCREDUCE_MPI_TEST_ENV};${J_ENV}" PROCESSORS ${J_NP})
 endfunction()
 
-# --- correctness, errors, stats: one gtest binary, run under several world sizes/configs ---
+# --- correctness (allreduce, broadcast), errors, stats: one gtest binary, run under several world sizes/configs ---
 add_executable(runtime_mpi_tests
   ${_rt_dir}/runtime_main.cc
   ${_rt_dir}/runtime_allreduce_test.cc
+  ${_rt_dir}/runtime_broadcast_test.cc
   ${_rt_dir}/runtime_errors_test.cc
   ${_rt_dir}/runtime_stats_test.cc)
 target_link_libraries(runtime_mpi_tests PRIVATE arcreduce_internal GTest::gtest)

@@ -103,6 +103,8 @@ inline double quantize(DType dt, double v) {
       return half_to_float(float_to_half(static_cast<float>(v)));
     case DType::kBFloat16:
       return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    default:  // integer dtypes: broadcast only
+      break;
   }
   return v;
 }
@@ -117,6 +119,8 @@ inline double epsilon(DType dt) {
       return std::ldexp(1.0, -10);
     case DType::kBFloat16:
       return std::ldexp(1.0, -7);
+    default:  // integer dtypes: broadcast only
+      break;
   }
   return 0;
 }
@@ -131,6 +135,8 @@ inline const char* short_name(DType dt) {
       return "f16";
     case DType::kBFloat16:
       return "bf16";
+    default:  // integer dtypes: broadcast only
+      break;
   }
   return "?";
 }
@@ -190,6 +196,8 @@ class TestTensor {
         std::memcpy(p, &h, 2);
         break;
       }
+      default:  // integer dtypes: broadcast only
+        break;
     }
   }
 
@@ -216,6 +224,8 @@ class TestTensor {
         std::memcpy(&h, p, 2);
         return bf16_to_float(h);
       }
+      default:  // integer dtypes: broadcast only
+        break;
     }
     return 0;
   }

@@ -50,6 +50,8 @@ struct HostTensor {
       case DType::kBFloat16:
         reinterpret_cast<uint16_t*>(bytes.data())[i] = float_to_bf16(static_cast<float>(v));
         break;
+      default:  // integer dtypes: broadcast only
+        break;
     }
   }
   double get(size_t i) const {
@@ -62,6 +64,8 @@ struct HostTensor {
         return fp16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
       case DType::kBFloat16:
         return bf16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
+      default:  // integer dtypes: broadcast only
+        break;
     }
     return 0;
   }

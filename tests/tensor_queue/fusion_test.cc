@@ -51,6 +51,17 @@ TEST(PlanBuckets, OnlyEqualKeysFuse) {
   EXPECT_EQ(members(b), (std::vector<std::vector<size_t>>{{0, 4}, {1, 5}, {2}, {3}}));
 }
 
+TEST(PlanBuckets, BroadcastsFuseOnlyWithBroadcastsOfTheSameRoot) {
+  auto broadcast = [](int root) {
+    TensorSignature s = sig(10);
+    s.collective = Collective::kBroadcast;
+    s.root_rank = root;
+    return s;
+  };
+  auto b = plan_buckets({broadcast(0), sig(10), broadcast(1), broadcast(0), broadcast(1)}, 1000);
+  EXPECT_EQ(members(b), (std::vector<std::vector<size_t>>{{0, 3}, {1}, {2, 4}}));
+}
+
 TEST(PlanBuckets, ZeroSizedTensorsAreCarried) {
   auto b = plan_buckets({sig(0), sig(0)}, 16);
   EXPECT_EQ(members(b), (std::vector<std::vector<size_t>>{{0, 1}}));

@@ -63,5 +63,23 @@ TEST(Message, Strings) {
   EXPECT_EQ(example_signature().bytes(), 0u);
 }
 
+TEST(Message, BroadcastSignatureRoundTrip) {
+  TensorSignature s;
+  s.dtype = DType::kInt64;
+  s.shape = {5};
+  s.collective = Collective::kBroadcast;
+  s.root_rank = 3;
+  RequestList in;
+  in.requests.push_back({"b", s, 0});
+  RequestList out = decode_request_list(encode(in));
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0].signature, s);
+  EXPECT_EQ(out.requests[0].signature.collective, Collective::kBroadcast);
+  EXPECT_EQ(out.requests[0].signature.root_rank, 3);
+  TensorSignature other_root = s;
+  other_root.root_rank = 2;
+  EXPECT_NE(s, other_root);
+}
+
 }  // namespace
 }  // namespace arcreduce

@@ -31,14 +31,27 @@ int local_size();
 using Handle = uint64_t;
 
 // Submits an in-place reduction of `tensor` under `name` (identical on all ranks, unique among
-// this rank's in-flight ops). Never throws: a bad tensor, a duplicate name or a runtime that is
-// not running yields a handle that is already complete with an error Status (callback fired).
+// this rank's in-flight ops). Floating-point dtypes only. Never throws: a bad tensor, a duplicate
+// name or a runtime that is not running yields a handle that is already complete with an error
+// Status (callback fired).
 Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options = {});
 // True when the op is complete. Unknown handles count as complete.
 bool poll(Handle handle);
 // Blocks until the op completes, returns its Status and releases the handle.
 Status synchronize(Handle handle);
 Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options = {});
+
+// Submits an in-place broadcast of `tensor` from `root_rank`: once the op completes, every rank's
+// tensor holds root_rank's bytes. Negotiated like allreduce_async (same name rules, same handles):
+// every rank must submit `name` with the same dtype, shape, device kind and root_rank, else every
+// rank's op fails with kMismatch naming the field and the ranks; a root_rank that is not a rank of
+// the job fails everywhere with kInvalidArgument. Accepts every DType (broadcast moves bytes).
+// Never throws. Broadcasts share buckets only with broadcasts from the same root; each tensor is
+// sent from its own memory, without staging copies.
+Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
+                       BroadcastOptions options = {});
+Status broadcast(const std::string& name, Tensor tensor, int root_rank,
+                 BroadcastOptions options = {});
 
 // Snapshot of this rank's counters (zeros before init).
 Stats stats();

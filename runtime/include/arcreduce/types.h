@@ -14,7 +14,20 @@ namespace arcreduce {
 
 class Status;
 
-enum class DType { kFloat32, kFloat64, kFloat16, kBFloat16 };
+// Floating-point dtypes go through every collective; the integer and bool dtypes (appended so
+// the first four keep their values) only through broadcast, which moves bytes.
+enum class DType {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kUInt8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kBool,
+};
 enum class ReduceOp { kSum, kAverage };
 
 struct Device {
@@ -48,11 +61,20 @@ struct AllreduceOptions {
   std::function<void(const Status&)> callback;
 };
 
+// Options of broadcast_async(); an aggregate like AllreduceOptions.
+struct BroadcastOptions {
+  // Fired exactly once on the coordinator thread when the op completes (result or error).
+  // Exceptions thrown by it are caught and logged. It must not call synchronize().
+  std::function<void(const Status&)> callback;
+};
+
 // Number of elements of a shape (1 for a scalar); -1 if a dimension is negative.
 int64_t num_elements(const std::vector<int64_t>& shape);
 // Bytes of one element of `dtype`.
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
+// True for kFloat32, kFloat64, kFloat16 and kBFloat16, the dtypes allreduce accepts.
+bool is_floating_point(DType dtype);
 const char* reduce_op_name(ReduceOp op);
 
 }  // namespace arcreduce

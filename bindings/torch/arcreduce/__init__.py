@@ -1,0 +1,2 @@
+"""arcreduce: data-parallel gradient reduction. Framework bindings live in subpackages
+(``arcreduce.torch``)."""

@@ -1,0 +1,46 @@
+"""arcreduce.torch: PyTorch binding of the arcreduce runtime (Horovod-style API).
+
+Typical use, one process per rank (``arcrun -np 4 python3 train.py``)::
+
+    import arcreduce.torch as arc
+    arc.init()
+    arc.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = arc.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    arc.broadcast_optimizer_state(optimizer, root_rank=0)
+
+See docs/pytorch.md for the semantics and limits.
+"""
+from .mpi_ops import (
+    ArcreduceError,
+    Average,
+    Compression,
+    Sum,
+    allreduce,
+    allreduce_,
+    allreduce_async_,
+    broadcast,
+    broadcast_,
+    broadcast_async_,
+    init,
+    is_initialized,
+    load_state,
+    local_rank,
+    local_size,
+    poll,
+    rank,
+    save_state,
+    shutdown,
+    size,
+    stats,
+    synchronize,
+)
+from .functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from .optimizer import DistributedOptimizer
+
+__all__ = [
+    "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
+    "allreduce_async_", "broadcast", "broadcast_", "broadcast_async_", "init", "is_initialized",
+    "load_state", "local_rank", "local_size", "poll", "rank", "save_state", "shutdown", "size",
+    "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "DistributedOptimizer",
+]

@@ -1,0 +1,140 @@
+"""DistributedOptimizer: averages gradients across ranks while backward runs.
+
+Each parameter's gradient is handed to the runtime from a hook on its gradient accumulator as
+soon as backward has produced it, so the reduction of early layers overlaps the backward pass
+of the others; ``step()`` waits for all of them and then runs the wrapped optimizer's update.
+"""
+import torch
+
+from .mpi_ops import Average, Compression, allreduce_async_, synchronize
+
+
+class _DistributedOptimizer:
+    """Mixin placed before the wrapped optimizer's class in the MRO (see DistributedOptimizer)."""
+
+    def _arc_setup(self, named_parameters, compression, op, backward_passes_per_step, prefix):
+        params = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is None:
+            names = {}
+            for g, group in enumerate(self.param_groups):
+                for i, p in enumerate(group["params"]):
+                    names[p] = f"{g}.{i}"
+        else:
+            names = _names_of(named_parameters, params)
+        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be an int >= 1, "
+                             f"not {backward_passes_per_step!r}")
+        self._arc_compression = Compression.of(compression)
+        self._arc_op = op
+        self._arc_passes = backward_passes_per_step
+        self._arc_names = {p: prefix + names[p] for p in params}
+        self._arc_params = [p for p in params if p.requires_grad]
+        self._arc_handles = {}
+        self._arc_delay = {p: backward_passes_per_step for p in self._arc_params}
+        self._arc_synchronized = False
+        self._arc_grad_accs = []
+        with torch.enable_grad():
+            for p in self._arc_params:
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._arc_hook(p))
+                self._arc_grad_accs.append(accumulator)
+
+    def _arc_hook(self, p):
+        def hook(*_):
+            if p in self._arc_handles:
+                raise RuntimeError(
+                    f"the gradient of '{self._arc_names[p]}' was produced again before step(); "
+                    "DistributedOptimizer reduces once per step: call step() (or synchronize()) "
+                    "after each backward, or pass backward_passes_per_step")
+            self._arc_delay[p] -= 1
+            if self._arc_delay[p] == 0:
+                self._arc_submit(p)
+        return hook
+
+    def _arc_submit(self, p):
+        self._arc_synchronized = False
+        self._arc_handles[p] = allreduce_async_(p.grad, self._arc_names[p], self._arc_op,
+                                                self._arc_compression)
+
+    def synchronize(self):
+        """Waits until every gradient is averaged. Parameters whose hook did not fire on this
+        rank (unused in this step's forward) are submitted now, a zero gradient where they have
+        none, so every rank submits every name. Raises the first error after all ops ended."""
+        for p in self._arc_params:
+            if p not in self._arc_handles:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                self._arc_submit(p)
+        error = None
+        for handle in self._arc_handles.values():
+            try:
+                synchronize(handle)
+            except Exception as e:  # noqa: BLE001  (wait for every op before raising)
+                error = error or e
+        self._arc_handles.clear()
+        self._arc_delay = {p: self._arc_passes for p in self._arc_params}
+        self._arc_synchronized = True
+        if error is not None:
+            raise error
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if not self._arc_synchronized:
+            self.synchronize()
+        super().step()
+        self._arc_synchronized = False
+        return loss
+
+    def zero_grad(self, set_to_none=False):
+        if self._arc_handles:
+            raise RuntimeError("zero_grad() was called while gradients are being reduced; "
+                               "call step() or synchronize() first")
+        return super().zero_grad(set_to_none)
+
+
+def _names_of(named_parameters, params):
+    named = list(named_parameters)
+    names = {}
+    seen = set()
+    for entry in named:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], torch.Tensor)):
+            raise TypeError("named_parameters must be (name, tensor) pairs such as "
+                            f"model.named_parameters(), got an item {entry!r:.80}")
+        name, p = entry
+        if name in seen:
+            raise ValueError(f"named_parameters holds the name '{name}' twice")
+        seen.add(name)
+        names[p] = name
+    unnamed = [p for p in params if p not in names]
+    if unnamed:
+        raise ValueError(f"{len(unnamed)} of the optimizer's {len(params)} parameters are not "
+                         "in named_parameters (first shape "
+                         f"{tuple(unnamed[0].shape)}); pass model.named_parameters() of the "
+                         "model whose parameters the optimizer updates")
+    return names
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=None, op=Average,
+                         backward_passes_per_step=1, prefix="grad."):
+    """Returns a distributed version of ``optimizer``: an instance of a subclass of its class
+    sharing its parameter groups, hyperparameters and state (keep using the returned object).
+
+    ``named_parameters``: ``model.named_parameters()``, names that are stable across ranks
+    (otherwise positions in the parameter groups are used). ``compression``: None (the
+    ARCREDUCE_* configuration), a compressor name or a ``Compression``. ``op``: Average or Sum.
+    ``backward_passes_per_step``: backward passes whose gradients accumulate before one
+    reduction.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    if isinstance(optimizer, _DistributedOptimizer):
+        raise ValueError("optimizer is already a DistributedOptimizer")
+    cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
+    distributed = cls.__new__(cls)
+    distributed.__dict__.update(optimizer.__dict__)
+    distributed._arc_setup(named_parameters, compression, op, backward_passes_per_step, prefix)
+    return distributed

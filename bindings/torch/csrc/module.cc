@@ -1,0 +1,117 @@
+// arcreduce.torch._C: the runtime's C++ API for torch tensors. The Python package
+// (arcreduce/torch) wraps it; everything here is thin: checks, zero-copy views, handle table.
+// Runtime errors (a Status that is not ok, arcreduce::Error) raise arcreduce.torch.ArcreduceError
+// with the runtime's message; blocking calls release the GIL.
+#include <torch/csrc/utils/pybind.h>
+
+#include <optional>
+#include <string>
+
+#include "arcreduce/arcreduce.h"
+#include "handle_table.h"
+#include "tensor_view.h"
+
+namespace arcreduce_torch {
+namespace {
+
+namespace py = pybind11;
+
+// Never destroyed: tensors still held at exit must not be released after the interpreter is gone.
+HandleTable& table() {
+  static HandleTable* instance = new HandleTable();
+  return *instance;
+}
+
+uint64_t allreduce_async(const at::Tensor& tensor, const std::string& name, bool average,
+                         std::optional<std::string> compressor, std::optional<double> ratio,
+                         std::optional<std::string> error_feedback,
+                         std::optional<std::string> granularity) {
+  arcreduce::Tensor view = view_of(tensor, name, Use::kAllreduce);
+  arcreduce::AllreduceOptions options;
+  options.op = average ? arcreduce::ReduceOp::kAverage : arcreduce::ReduceOp::kSum;
+  options.compression.compressor = std::move(compressor);
+  options.compression.ratio = ratio;
+  options.compression.error_feedback = std::move(error_feedback);
+  options.compression.granularity = std::move(granularity);
+  const uint64_t handle = arcreduce::allreduce_async(name, view, options);
+  table().hold(handle, tensor);
+  return handle;
+}
+
+uint64_t broadcast_async(const at::Tensor& tensor, const std::string& name, int root_rank) {
+  arcreduce::Tensor view = view_of(tensor, name, Use::kBroadcast);
+  const uint64_t handle = arcreduce::broadcast_async(name, view, root_rank);
+  table().hold(handle, tensor);
+  return handle;
+}
+
+// Waits for `handle`; returns the tensor it worked on (None for an unknown handle's error).
+at::Tensor synchronize(uint64_t handle) {
+  arcreduce::Status status;
+  {
+    py::gil_scoped_release release;
+    status = arcreduce::synchronize(handle);
+  }
+  at::Tensor tensor = table().release(handle);
+  if (!status.ok()) throw arcreduce::Error(status.message(), status.code());
+  return tensor;
+}
+
+py::dict stats_dict() {
+  const arcreduce::Stats s = arcreduce::stats();
+  py::dict d;
+  d["ops_completed"] = s.ops_completed;
+  d["ops_failed"] = s.ops_failed;
+  d["buckets"] = s.buckets;
+  d["cycles"] = s.cycles;
+  d["cache_hits"] = s.cache_hits;
+  d["bytes_sent"] = s.bytes_sent;
+  d["bytes_received"] = s.bytes_received;
+  d["communication_seconds"] = s.communication_seconds;
+  d["compression_seconds"] = s.compression_seconds;
+  py::dict per_compressor;
+  for (const auto& kv : s.compressors) {
+    py::dict c;
+    c["tensors"] = kv.second.tensors;
+    c["bytes_sent"] = kv.second.bytes_sent;
+    c["bytes_received"] = kv.second.bytes_received;
+    c["dense_fallbacks"] = kv.second.dense_fallbacks;
+    per_compressor[py::str(kv.first)] = c;
+  }
+  d["compressors"] = per_compressor;
+  return d;
+}
+
+}  // namespace
+}  // namespace arcreduce_torch
+
+PYBIND11_MODULE(_C, m) {
+  namespace py = pybind11;
+  using namespace arcreduce_torch;
+  py::register_exception<arcreduce::Error>(m, "ArcreduceError", PyExc_RuntimeError);
+
+  m.def(
+      "init", [] { arcreduce::init(); }, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "shutdown", [] { arcreduce::shutdown(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("initialized", &arcreduce::initialized);
+  m.def("rank", &arcreduce::rank);
+  m.def("size", &arcreduce::size);
+  m.def("local_rank", &arcreduce::local_rank);
+  m.def("local_size", &arcreduce::local_size);
+  m.def("allreduce_async_", &allreduce_async, py::arg("tensor"), py::arg("name"),
+        py::arg("average"), py::arg("compressor"), py::arg("ratio"), py::arg("error_feedback"),
+        py::arg("granularity"));
+  m.def("broadcast_async_", &broadcast_async, py::arg("tensor"), py::arg("name"),
+        py::arg("root_rank"));
+  m.def("poll", &arcreduce::poll, py::arg("handle"));
+  m.def("synchronize", &synchronize, py::arg("handle"));
+  m.def("held_tensors", [] { return table().size(); });
+  m.def(
+      "save_state", [](const std::string& path) { arcreduce::save_state(path); },
+      py::call_guard<py::gil_scoped_release>(), py::arg("path"));
+  m.def(
+      "load_state", [](const std::string& path) { arcreduce::load_state(path); },
+      py::call_guard<py::gil_scoped_release>(), py::arg("path"));
+  m.def("stats", &stats_dict);
+}

@@ -1,0 +1,87 @@
+"""Error cases: clear Python exceptions, never a crash or a hang."""
+import gc
+
+import pytest
+import torch
+
+import arcreduce.torch as arc
+
+
+def test_non_contiguous_tensor_is_a_value_error(runtime):
+    t = torch.zeros(4, 6).t()
+    with pytest.raises(ValueError, match=r"tensor 'transposed' is not contiguous"):
+        arc.allreduce_async_(t, "transposed")
+    with pytest.raises(ValueError, match=r"tensor 'transposed_b' is not contiguous"):
+        arc.broadcast_async_(t, 0, "transposed_b")
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.uint8])
+def test_integer_allreduce_is_a_type_error(runtime, dtype):
+    with pytest.raises(TypeError, match=rf"tensor 'ints' has dtype {dtype}.*allreduce"):
+        arc.allreduce_async_(torch.zeros(3, dtype=dtype), "ints")
+
+
+def test_complex_is_a_type_error(runtime):
+    with pytest.raises(TypeError, match=r"tensor 'c' has dtype torch.complex64"):
+        arc.broadcast_async_(torch.zeros(3, dtype=torch.complex64), 0, "c")
+    with pytest.raises(TypeError, match=r"tensor 'c' has dtype torch.complex64"):
+        arc.allreduce_async_(torch.zeros(3, dtype=torch.complex64), "c")
+
+
+def test_sparse_and_bad_arguments(runtime):
+    with pytest.raises(TypeError, match=r"tensor 'sparse' has layout"):
+        arc.allreduce_async_(torch.zeros(3, 3).to_sparse(), "sparse")
+    with pytest.raises(TypeError, match=r"must be a torch.Tensor"):
+        arc.allreduce_async_([1.0, 2.0], "list")
+    with pytest.raises(ValueError, match=r"name must be a non-empty string"):
+        arc.allreduce_async_(torch.zeros(3), "")
+    with pytest.raises(ValueError, match=r"op must be"):
+        arc.allreduce_async_(torch.zeros(3), "op", op="max")
+    with pytest.raises(TypeError, match=r"root_rank must be an int"):
+        arc.broadcast_async_(torch.zeros(3), "0", "root")
+
+
+def test_tensor_deleted_before_synchronize(runtime):
+    handles = [arc.allreduce_async_(torch.full((10000,), float(arc.rank())), f"freed.{i}",
+                                    compression="none") for i in range(4)]
+    gc.collect()
+    for h in handles:
+        out = arc.synchronize(h)  # the runtime held the tensor: its memory was never freed
+        assert torch.equal(out, torch.full((10000,), (arc.size() - 1) / 2))
+
+
+def test_runtime_errors_raise_with_the_runtime_message(runtime):
+    # Shape differs on the last rank: every rank gets the mismatch, the job goes on.
+    shape = (5,) if arc.rank() == arc.size() - 1 and arc.size() > 1 else (4,)
+    h = arc.allreduce_async_(torch.zeros(shape), "mismatched", compression="none")
+    if arc.size() > 1:
+        with pytest.raises(arc.ArcreduceError, match=r"tensor 'mismatched' was submitted "
+                                                     r"differently across ranks \(shape"):
+            arc.synchronize(h)
+    else:
+        arc.synchronize(h)
+    with pytest.raises(arc.ArcreduceError, match=r"unknown compressor 'bogus'"):
+        arc.allreduce_(torch.zeros(2), "bogus", compression="bogus")
+    with pytest.raises(arc.ArcreduceError, match=r"'bad_root': broadcast root rank 99"):
+        arc.broadcast_(torch.zeros(2), 99, "bad_root")
+    with pytest.raises(arc.ArcreduceError, match=r"handle 123456789 is unknown"):
+        arc.synchronize(123456789)
+    arc.allreduce_(torch.ones(2), "after.errors", compression="none")  # still working
+
+
+def test_duplicate_name_in_flight(runtime):
+    if arc.size() < 2:
+        pytest.skip("needs a second rank to keep the first op in flight")
+    # The other ranks submit "dup" only after rank 0's second submission (ordered through a
+    # broadcast), so rank 0's first "dup" is certainly still in flight then.
+    go = torch.zeros(1)
+    if arc.rank() == 0:
+        first = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
+        second = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
+        arc.broadcast_(go, 0, "dup.go")
+        with pytest.raises(arc.ArcreduceError, match=r"'dup'.*(in flight|already)"):
+            arc.synchronize(second)
+    else:
+        arc.broadcast_(go, 0, "dup.go")
+        first = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
+    assert torch.equal(arc.synchronize(first), torch.ones(2))

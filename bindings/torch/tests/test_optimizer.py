@@ -1,0 +1,98 @@
+"""DistributedOptimizer: gradients equal gloo's dense average; replicas stay identical."""
+import pytest
+import torch
+
+import arcreduce.torch as arc
+from conftest import same_on_all_ranks
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    # 64 x 256 = 16384 weights: at ARCREDUCE_MIN_COMPRESS_ELEMENTS' default, so compressed.
+    return torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 256),
+                               torch.nn.ReLU(), torch.nn.Linear(256, 4))
+
+
+def rank_batch(rank, step, n=16):
+    g = torch.Generator().manual_seed(10000 * rank + step)
+    return torch.randn(n, 20, generator=g), torch.randint(0, 4, (n,), generator=g)
+
+
+def test_gradients_equal_gloo_dense_average(runtime, gloo):
+    x, y = rank_batch(arc.rank(), 0)
+    reference = make_model(seed=1)  # same initial weights, plain local backward
+    torch.nn.functional.cross_entropy(reference(x), y).backward()
+    model = make_model(seed=1)
+    optimizer = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         compression="none", prefix="gloo_grad.")
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.synchronize()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        expected = q.grad
+        gloo.all_reduce(expected)
+        expected /= gloo.get_world_size()
+        torch.testing.assert_close(p.grad, expected, rtol=1e-6, atol=1e-7,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+    optimizer.step()  # already synchronized: no second reduction
+    assert same_on_all_ranks(model[0].weight.detach(), "gloo_grad.after_step")
+
+
+@pytest.mark.parametrize("label", ["none", "arctopk"])
+def test_fifty_steps_keep_replicas_identical(runtime, label):
+    compression = {"none": "none",
+                   "arctopk": arc.Compression("arctopk", ratio=0.1, error_feedback="ef14")}[label]
+    model = make_model(seed=100 + arc.rank())
+    arc.broadcast_parameters(model.state_dict(), root_rank=0)
+    base = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = arc.DistributedOptimizer(base, named_parameters=model.named_parameters(),
+                                         compression=compression, prefix=f"fifty.{label}.")
+    arc.broadcast_optimizer_state(optimizer, root_rank=0)
+    first_weight = model[2].weight.detach().clone()
+    for step in range(50):
+        x, y = rank_batch(arc.rank(), step)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    assert not torch.equal(model[2].weight, first_weight)  # it did train
+    for name, p in model.named_parameters():
+        assert same_on_all_ranks(p.detach(), f"fifty.{label}.{name}"), name
+
+
+def test_unused_parameter_and_backward_passes(runtime):
+    model = make_model(seed=3)
+    extra = torch.nn.Linear(2, 2)  # in the optimizer, never used in forward
+    params = list(model.parameters()) + list(extra.parameters())
+    named = list(model.named_parameters()) + [("extra." + n, p) for n, p in
+                                               extra.named_parameters()]
+    optimizer = arc.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), named_parameters=named,
+                                         compression="none", backward_passes_per_step=2,
+                                         prefix="passes.")
+    for step in range(2):
+        x, y = rank_batch(arc.rank(), step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    assert torch.equal(extra.weight.grad, torch.zeros(2, 2))
+    assert same_on_all_ranks(model[0].weight.grad, "passes.grad")
+
+
+def test_misuse_is_reported(runtime):
+    model = make_model(seed=4)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"not in named_parameters"):
+        arc.DistributedOptimizer(sgd, named_parameters=list(model.named_parameters())[:2])
+    with pytest.raises(ValueError, match=r"holds the name '0.weight' twice"):
+        named = list(model.named_parameters())
+        arc.DistributedOptimizer(sgd, named_parameters=named + named[:1])
+    with pytest.raises(TypeError, match=r"torch.optim.Optimizer"):
+        arc.DistributedOptimizer(model, named_parameters=model.named_parameters())
+    optimizer = arc.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
+                                         compression="none", prefix="misuse.")
+    assert isinstance(optimizer, torch.optim.SGD)
+    x, y = rank_batch(arc.rank(), 0)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(RuntimeError, match=r"zero_grad\(\) was called while gradients"):
+        optimizer.zero_grad()
+    with pytest.raises(RuntimeError, match=r"produced again before step"):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()

@@ -1,0 +1,251 @@
+"""Data-parallel training of a small CNN on Fashion-MNIST with one of four gradient exchanges:
+
+  dense         arcreduce.torch DistributedOptimizer, no compression
+  arctopk       arcreduce.torch DistributedOptimizer, ARC-Top-K (--compress-ratio, error feedback)
+  ddp           torch.nn.parallel.DistributedDataParallel over gloo
+  ddp-powersgd  DDP over gloo with PyTorch's PowerSGD communication hook
+
+One process per rank: arcrun -np 4 -- python3 train.py --variant arctopk. Rank 0 prints one
+line per epoch and a summary line; --csv writes one row per epoch. Same seed, same model, same
+data order for every variant.
+"""
+import argparse
+import csv
+import gc
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fashion_mnist
+
+VARIANTS = ("dense", "arctopk", "ddp", "ddp-powersgd")
+
+
+class SmallCNN(nn.Module):
+    """conv 3x3 (32) - pool - conv 3x3 (64) - pool - fc 1600x128 - fc 128x10: 225,034 weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3)
+        self.conv2 = nn.Conv2d(32, 64, 3)
+        self.fc1 = nn.Linear(64 * 5 * 5, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--variant", choices=VARIANTS, default="arctopk")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=64, help="examples per rank per step")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--compress-ratio", type=float, default=0.01, help="arctopk: fraction kept")
+    p.add_argument("--error-feedback", default=os.environ.get("ARCREDUCE_ERROR_FEEDBACK", "ef14"),
+                   help="arctopk: none, ef14, ef21, ef21m (default ef14, see README)")
+    p.add_argument("--powersgd-rank", type=int, default=1, help="ddp-powersgd: approximation rank")
+    p.add_argument("--train-samples", type=int, default=None, help="use the first N examples")
+    p.add_argument("--test-samples", type=int, default=None)
+    p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--csv", default=None, help="rank 0 writes one row per epoch here")
+    args = p.parse_args()
+    for name in ("epochs", "batch_size"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 < args.compress_ratio <= 1:
+        p.error("--compress-ratio must be in (0, 1]")
+    return args
+
+
+class ArcreduceExchange:
+    """Gradients through arcreduce.torch's DistributedOptimizer."""
+
+    def __init__(self, args, model):
+        import arcreduce.torch as arc
+        self.arc = arc
+        arc.init()
+        self.rank, self.size = arc.rank(), arc.size()
+        arc.broadcast_parameters(model.state_dict(), root_rank=0)
+        compression = (arc.Compression("none") if args.variant == "dense" else
+                       arc.Compression("arctopk", ratio=args.compress_ratio,
+                                       error_feedback=args.error_feedback))
+        sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+        self.optimizer = arc.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
+                                                  compression=compression)
+        arc.broadcast_optimizer_state(self.optimizer, root_rank=0)
+        self.model = model
+
+    def sum_(self, tensor, name):
+        return self.arc.allreduce_(tensor, name, op=self.arc.Sum, compression="none")
+
+    def bytes_sent(self):
+        return self.arc.stats()["bytes_sent"]
+
+    def close(self):
+        self.arc.shutdown()
+
+
+class DdpExchange:
+    """Gradients through DistributedDataParallel over gloo (optionally the PowerSGD hook)."""
+
+    def __init__(self, args, model):
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        self.dist = dist
+        env = os.environ
+        self.rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
+        self.size = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+        address = env.get("MASTER_ADDR", "127.0.0.1")
+        port = env.get("MASTER_PORT", "29517")
+        dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=self.rank,
+                                world_size=self.size)
+        self.model = DistributedDataParallel(model)  # broadcasts rank 0's parameters
+        self.pending_futures = []
+        if args.variant == "ddp-powersgd":
+            self._register_powersgd(args)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr,
+                                         momentum=args.momentum)
+
+    def _register_powersgd(self, args):
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+        state = powerSGD.PowerSGDState(process_group=None,
+                                       matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=2, use_error_feedback=True,
+                                       warm_start=True, random_seed=args.seed)
+        # Over gloo, ranks must issue each bucket's chained all-reduces in the same order: a
+        # bucket starts only when the previous bucket's chain has finished.
+        previous = self.pending_futures
+
+        def ordered_hook(hook_state, bucket):
+            if previous:
+                previous.pop().wait()
+            future = powerSGD.powerSGD_hook(hook_state, bucket)
+            previous.append(future)
+            return future
+
+        self.model.register_comm_hook(state, ordered_hook)
+
+    def sum_(self, tensor, name):
+        self.dist.all_reduce(tensor)
+        return tensor
+
+    def bytes_sent(self):
+        return None
+
+    def close(self):
+        # PyTorch 1.13 can deadlock when the DDP reducer is destroyed at exit while a gloo worker
+        # still has to free a tensor of the Python hook (it waits for the GIL the exiting
+        # thread holds). Finish every hook future and every queued gloo op first.
+        while self.pending_futures:
+            self.pending_futures.pop().wait()
+        self.dist.barrier()
+        del self.model, self.optimizer
+        gc.collect()
+        self.dist.destroy_process_group()
+
+
+def evaluate(model, exchange, images, labels, rank, size):
+    """Test accuracy over the whole test set, each rank scoring its shard."""
+    model.eval()
+    correct = torch.zeros(2, dtype=torch.float64)
+    with torch.no_grad():
+        x, y = images[rank::size], labels[rank::size]
+        for i in range(0, len(x), 1000):
+            predicted = model(x[i:i + 1000]).argmax(1)
+            correct[0] += (predicted == y[i:i + 1000]).sum().item()
+        correct[1] = len(x)
+    exchange.sum_(correct, "eval.correct")
+    model.train()
+    return float(correct[0] / correct[1])
+
+
+def format_seconds(s):
+    return f"{s / 60:.1f} min" if s >= 120 else f"{s:.1f} s"
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(1)  # one core per rank: ranks share the machine
+    try:
+        train_x, train_y = fashion_mnist.load("train", args.data_dir, args.train_samples)
+        test_x, test_y = fashion_mnist.load("test", args.data_dir, args.test_samples)
+    except fashion_mnist.DataError as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        return 1
+    torch.manual_seed(args.seed)
+    model = SmallCNN()
+    exchange = (ArcreduceExchange if args.variant in ("dense", "arctopk") else DdpExchange)(
+        args, model)
+    rank, size = exchange.rank, exchange.size
+    net, optimizer = exchange.model, exchange.optimizer
+    steps_per_epoch = len(train_x) // (size * args.batch_size)
+    if steps_per_epoch == 0:
+        print(f"train.py: {len(train_x)} training examples are fewer than one global batch "
+              f"({size} ranks x {args.batch_size})", file=sys.stderr)
+        return 2
+    if rank == 0:
+        print(f"variant {args.variant}, {size} ranks, {sum(p.numel() for p in model.parameters())}"
+              f" parameters, {steps_per_epoch} steps/epoch of {size} x {args.batch_size}, "
+              f"seed {args.seed}", flush=True)
+    rows, step_times = [], []
+    bytes_before = exchange.bytes_sent()
+    start = time.perf_counter()
+    for epoch in range(1, args.epochs + 1):
+        epoch_start = time.perf_counter()
+        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(
+            args.seed * 1000 + epoch))
+        loss_sum = torch.zeros(1, dtype=torch.float64)
+        epoch_steps = []
+        for step in range(steps_per_epoch):
+            first = (step * size + rank) * args.batch_size
+            index = order[first:first + args.batch_size]
+            t = time.perf_counter()
+            optimizer.zero_grad()
+            loss = F.cross_entropy(net(train_x[index]), train_y[index])
+            loss.backward()
+            optimizer.step()
+            epoch_steps.append(time.perf_counter() - t)
+            loss_sum += loss.item()
+        loss_sum /= steps_per_epoch * size
+        exchange.sum_(loss_sum, "epoch.loss")
+        accuracy = evaluate(net, exchange, test_x, test_y, rank, size)
+        step_times += epoch_steps
+        epoch_time = time.perf_counter() - epoch_start
+        step_ms = 1000 * sum(epoch_steps) / len(epoch_steps)
+        rate = steps_per_epoch * size * args.batch_size / epoch_time
+        eta = (time.perf_counter() - start) / epoch * (args.epochs - epoch)
+        rows.append([epoch, args.variant, args.seed, f"{float(loss_sum):.5f}", f"{accuracy:.4f}",
+                     f"{step_ms:.3f}", f"{rate:.0f}"])
+        if rank == 0:
+            print(f"epoch {epoch}/{args.epochs}  loss {float(loss_sum):.4f}  test accuracy "
+                  f"{100 * accuracy:.2f}%  step {step_ms:.1f} ms  {rate:.0f} images/s  "
+                  f"epoch {format_seconds(epoch_time)}  ETA {format_seconds(eta)}", flush=True)
+    sent = exchange.bytes_sent()
+    per_step = "n/a" if sent is None else f"{(sent - bytes_before) / len(step_times):.0f}"
+    if rank == 0:
+        if args.csv:
+            with open(args.csv, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["epoch", "variant", "seed", "train_loss", "test_accuracy",
+                                 "step_time_ms", "images_per_s"])
+                writer.writerows(rows)
+        mean_ms = 1000 * sum(step_times) / len(step_times)
+        print(f"summary: variant={args.variant} ranks={size} epochs={args.epochs} "
+              f"test_accuracy={float(rows[-1][4]):.4f} step_time_ms={mean_ms:.2f} "
+              f"bytes_sent_per_step={per_step}", flush=True)
+    del net, optimizer  # close() tears the exchange down; nothing else may hold the model
+    exchange.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
