@@ -47,17 +47,37 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
     : ctx_(ctx),
       state_(state),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
-                                                              : kMultiHostChunkBytes) {}
+                                                              : kMultiHostChunkBytes),
+      device_(make_device_executor(ctx)) {}
 
-void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
-                         Stats& stats) {
+std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEntry*>& entries,
+                                                      const TensorSignature& signature,
+                                                      Stats& stats) {
   CompressorStats& cstats = stats.compressors[signature.compression.compressor];
   cstats.tensors += entries.size();
   ++stats.buckets;
   phases_.clear();
+  std::unique_ptr<DeviceCompletion> pending;
+  if (signature.device == Device::kCUDA) {
+    if (!device_) {
+      throw Error("a CUDA bucket reached a build of arcreduce without CUDA", StatusCode::kInternal);
+    }
+    pending = device_->run(entries, signature, stats, cstats,
+                           [&](const std::vector<TensorEntry*>& host_copies) {
+                             run_host(host_copies, signature, stats, cstats);
+                           });
+  } else {
+    run_host(entries, signature, stats, cstats);
+  }
+  phases_.end();
+  return pending;
+}
+
+void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
+                              const TensorSignature& signature, Stats& stats,
+                              CompressorStats& cstats) {
   if (signature.compression.compressor == "none") {
     run_dense(entries, signature, stats, cstats);
-    phases_.end();
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
@@ -73,7 +93,6 @@ void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorS
     run_dense(warmup, signature, stats, cstats);
   }
   if (!compressed.empty()) run_compressed(compressed, signature, stats, cstats);
-  phases_.end();
 }
 
 Compressor& BucketExecutor::pipeline(const CompressionSpec& spec) {
