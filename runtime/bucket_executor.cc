@@ -48,7 +48,8 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
       state_(state),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
                                                               : kMultiHostChunkBytes),
-      device_(make_device_executor(ctx)) {}
+      device_(ctx.device_executor_factory ? ctx.device_executor_factory(ctx)
+                                          : make_device_executor(ctx)) {}
 
 std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEntry*>& entries,
                                                       const TensorSignature& signature,
@@ -62,7 +63,7 @@ std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEn
     if (!device_) {
       throw Error("a CUDA bucket reached a build of arcreduce without CUDA", StatusCode::kInternal);
     }
-    pending = device_->run(entries, signature, stats, cstats,
+    pending = device_->run(entries, signature, stats, cstats, phases_,
                            [&](const std::vector<TensorEntry*>& host_copies) {
                              run_host(host_copies, signature, stats, cstats);
                            });

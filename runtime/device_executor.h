@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "arcreduce/stats.h"
+#include "compressors/phase_log.h"
 #include "runtime/context.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -31,10 +32,11 @@ class DeviceExecutor {
   virtual ~DeviceExecutor() = default;
   // Reduces `entries` (one device, one signature) in place. Returns once the collectives are
   // done; what is still queued on the device (unpacking, scaling) is the returned completion,
-  // which the caller polls before completing the ops. Throws Error on failure.
+  // which the caller polls before completing the ops. Phases go to `phases` (the timeline; the
+  // device part is timed as the host sees it). Throws Error on failure.
   virtual std::unique_ptr<DeviceCompletion> run(const std::vector<TensorEntry*>& entries,
                                                 const TensorSignature& signature, Stats& stats,
-                                                CompressorStats& cstats,
+                                                CompressorStats& cstats, PhaseLog& phases,
                                                 const HostPath& host_path) = 0;
 };
 

@@ -77,7 +77,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
   std::unique_ptr<DeviceCompletion> run(const std::vector<TensorEntry*>& entries,
                                         const TensorSignature& signature, Stats& stats,
-                                        CompressorStats& cstats,
+                                        CompressorStats& cstats, PhaseLog& phases,
                                         const HostPath& host_path) override {
     const int device = entries.front()->tensor.device.index;
     for (const TensorEntry* e : entries) {
@@ -89,6 +89,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     }
     DeviceGuard guard(device);
     DeviceState& d = state(device);
+    phases_ = &phases;
     wait_for_producers(entries, d.stream.get());
     if (signature.compression.compressor == "none") {
       run_dense(entries, signature, d, stats, cstats);
@@ -144,6 +145,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     const cudaStream_t stream = d.stream.get();
 
     auto t = std::chrono::steady_clock::now();
+    phases_->begin("pack", "fuse");
     if (count * element > d.fusion.capacity()) d.stream.synchronize();
     auto* fused = static_cast<uint8_t*>(d.fusion.reserve(count * element));
     std::vector<CopySpan> pack, unpack;
@@ -159,6 +161,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     stats.copy_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
+    phases_->begin("values collective", "communicate");
     const TrafficCounters before = ctx_.comm->traffic();
     if (ctx_.comm->allreduce_accepts_device_memory(type, count)) {
       d.stream.synchronize();  // MPI knows no streams: the packed buffer must be complete
@@ -172,6 +175,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     stats.communication_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
+    phases_->begin("unpack", "decompress");
     launch(unpack, type, average && !is_half(signature.dtype), inv_size, stream);
     stats.copy_seconds += seconds_since(t);
   }
@@ -206,6 +210,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
   void run_on_host(const std::vector<TensorEntry*>& entries, DeviceState& d, Stats& stats,
                    const HostPath& host_path) {
     auto t = std::chrono::steady_clock::now();
+    phases_->begin("copy to host", "fuse");
     size_t bytes = 0;
     for (const TensorEntry* e : entries) {
       bytes += static_cast<size_t>(e->signature.elements()) * dtype_size(e->signature.dtype);
@@ -233,6 +238,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     stats.copy_seconds += seconds_since(t);
     host_path(shadow_ptrs);
     t = std::chrono::steady_clock::now();
+    phases_->begin("copy to device", "decompress");
     for (size_t i = 0; i < entries.size(); ++i) {
       const size_t n = static_cast<size_t>(entries[i]->signature.elements()) *
                        dtype_size(entries[i]->signature.dtype);
@@ -244,6 +250,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
   }
 
   Context& ctx_;
+  PhaseLog* phases_ = nullptr;  // of the current run()
   std::map<int, std::unique_ptr<DeviceState>> devices_;
 };
 

@@ -87,6 +87,7 @@ void reduce_delayed(DType dtype, size_t n, bool use_ready_event, int ranks,
       ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
     }
     ASSERT_EQ(cudaMemset(data, 0, n * element_size(dtype)), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the zeros land before the producer runs
     delayed_ramp(data, n, dtype, static_cast<float>(rank + 1), 0.25f, kDelayMicroseconds, producer);
     if (ready) {
       ASSERT_EQ(cudaEventRecord(ready, producer), cudaSuccess);
