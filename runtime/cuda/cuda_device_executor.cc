@@ -10,6 +10,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_handles.h"
 #include "ops/mpi_cuda_support.h"
+#include "ops/staging_chunks.h"
 #include "runtime/device_executor.h"
 
 namespace arcreduce {
@@ -188,20 +189,19 @@ class CudaDeviceExecutor : public DeviceExecutor {
     const cudaStream_t stream = d.stream.get();
     if (bytes > d.staging.capacity()) d.stream.synchronize();
     auto* host = static_cast<uint8_t*>(d.staging.reserve(bytes));
-    const size_t chunk = std::max<size_t>(element, kStagingChunkBytes / element * element);
-    const size_t chunks = (bytes + chunk - 1) / chunk;
-    for (size_t c = 0; c < chunks; ++c) {
-      const size_t begin = c * chunk, length = std::min(chunk, bytes - begin);
-      ARC_CUDA_CHECK(
-          cudaMemcpyAsync(host + begin, fused + begin, length, cudaMemcpyDeviceToHost, stream));
+    const std::vector<StagingChunk> chunks =
+        plan_staging_chunks(bytes, element, kStagingChunkBytes);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      ARC_CUDA_CHECK(cudaMemcpyAsync(host + chunks[c].offset, fused + chunks[c].offset,
+                                     chunks[c].bytes, cudaMemcpyDeviceToHost, stream));
       chunk_event(d, c).record(stream);
     }
-    for (size_t c = 0; c < chunks; ++c) {
-      const size_t begin = c * chunk, length = std::min(chunk, bytes - begin);
+    for (size_t c = 0; c < chunks.size(); ++c) {
       chunk_event(d, c).synchronize();
-      ctx_.comm->allreduce(host + begin, length / element, type, CollectiveOp::kSum);
-      ARC_CUDA_CHECK(
-          cudaMemcpyAsync(fused + begin, host + begin, length, cudaMemcpyHostToDevice, stream));
+      ctx_.comm->allreduce(host + chunks[c].offset, chunks[c].bytes / element, type,
+                           CollectiveOp::kSum);
+      ARC_CUDA_CHECK(cudaMemcpyAsync(fused + chunks[c].offset, host + chunks[c].offset,
+                                     chunks[c].bytes, cudaMemcpyHostToDevice, stream));
     }
   }
 
