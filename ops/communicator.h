@@ -86,6 +86,15 @@ class Communicator {
   virtual void abort(int code, const std::string& reason) = 0;
 
   virtual TrafficCounters traffic() const = 0;
+
+  // True when allreduce() of `count` elements of `type` with kSum may be handed CUDA device
+  // memory (a CUDA-aware MPI doing the whole reduction itself). Default: never, so device
+  // buffers are staged through host memory.
+  virtual bool allreduce_accepts_device_memory(ScalarType type, size_t count) const {
+    (void)type;
+    (void)count;
+    return false;
+  }
 };
 
 }  // namespace arcreduce

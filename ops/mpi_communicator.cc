@@ -9,6 +9,7 @@
 
 #include "arcreduce/status.h"
 #include "ops/mpi_check.h"
+#include "ops/mpi_cuda_support.h"
 #include "ops/ring_allreduce.h"
 #include "ops/traffic_estimates.h"
 
@@ -69,6 +70,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     int found = 0;
     ARC_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
     if (found && tag_ub != nullptr) tag_upper_bound_ = *tag_ub;
+    cuda_aware_ = choose_device_transport(mpi_cuda_support_compiled(), mpi_cuda_support_runtime(),
+                                          nullptr) == DeviceTransport::kCudaAwareMpi;
   } catch (...) {
     release();
     throw;
@@ -144,6 +147,10 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
                                 reduction.op, comm_));
   }
   record(allreduce_traffic(count, element, size_, rank_));
+}
+
+bool MpiCommunicator::allreduce_accepts_device_memory(ScalarType type, size_t count) const {
+  return mpi_takes_device_buffer(cuda_aware_, type, algorithm_for(count * scalar_size(type)));
 }
 
 void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {

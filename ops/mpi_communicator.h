@@ -70,6 +70,7 @@ class MpiCommunicator : public Communicator {
   void abort(int code, const std::string& reason) override;
 
   TrafficCounters traffic() const override;
+  bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
 
   // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto).
   AllreduceAlgorithm algorithm_for(size_t bytes) const;
@@ -106,6 +107,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm ring_comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   int tag_upper_bound_ = 32767;
+  bool cuda_aware_ = false;  // choose_device_transport() at construction
   MpiReduceOps reduce_ops_;
   std::vector<char> ring_scratch_;
   std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id

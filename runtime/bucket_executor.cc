@@ -53,23 +53,44 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
     : ctx_(ctx),
       state_(state),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
-                                                              : kMultiHostChunkBytes) {}
+                                                              : kMultiHostChunkBytes),
+      device_(ctx.device_executor_factory ? ctx.device_executor_factory(ctx)
+                                          : make_device_executor(ctx)) {}
 
-void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
-                         Stats& stats) {
+std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEntry*>& entries,
+                                                      const TensorSignature& signature,
+                                                      Stats& stats) {
   phases_.clear();
+  ++stats.buckets;
   if (signature.collective == Collective::kBroadcast) {
-    ++stats.buckets;
+    // CUDA broadcasts are refused at submission (Runtime::broadcast_async).
     run_broadcast(entries, signature, stats);
     phases_.end();
-    return;
+    return nullptr;
   }
   CompressorStats& cstats = stats.compressors[signature.compression.compressor];
   cstats.tensors += entries.size();
-  ++stats.buckets;
+  std::unique_ptr<DeviceCompletion> pending;
+  if (signature.device == Device::kCUDA) {
+    if (!device_) {
+      throw Error("a CUDA bucket reached a build of arcreduce without CUDA", StatusCode::kInternal);
+    }
+    pending = device_->run(entries, signature, stats, cstats, phases_,
+                           [&](const std::vector<TensorEntry*>& host_copies) {
+                             run_host(host_copies, signature, stats, cstats);
+                           });
+  } else {
+    run_host(entries, signature, stats, cstats);
+  }
+  phases_.end();
+  return pending;
+}
+
+void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
+                              const TensorSignature& signature, Stats& stats,
+                              CompressorStats& cstats) {
   if (signature.compression.compressor == "none") {
     run_dense(entries, signature, stats, cstats);
-    phases_.end();
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
@@ -85,7 +106,6 @@ void BucketExecutor::run(const std::vector<TensorEntry*>& entries, const TensorS
     run_dense(warmup, signature, stats, cstats);
   }
   if (!compressed.empty()) run_compressed(compressed, signature, stats, cstats);
-  phases_.end();
 }
 
 Compressor& BucketExecutor::pipeline(const CompressionSpec& spec) {

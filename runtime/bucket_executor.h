@@ -7,6 +7,8 @@
 // ones staged through the fusion buffer; each chunk is one sum All-Reduce, scaled for kAverage.
 // fp16/bf16: the collective adds in fp32 and rounds once per addition; kAverage pre-scales by
 // 1/N so that the partial sums cannot overflow where the mean does not.
+// CUDA buckets go to the DeviceExecutor (docs/cuda.md), which may leave work queued on its
+// stream: run() then returns the completion the coordinator waits for before the callbacks.
 #pragma once
 
 #include <map>
@@ -18,6 +20,7 @@
 #include "compressors/compressor.h"
 #include "compressors/tensor_state.h"
 #include "runtime/context.h"
+#include "runtime/device_executor.h"
 #include "tensor_queue/fusion_buffer.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -29,12 +32,17 @@ class BucketExecutor {
 
   // All entries share dtype, op, device kind and compression (`signature` is the first one's).
   // Throws Error on communication failure: ranks may then disagree, so the caller ends the job.
-  void run(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
-           Stats& stats);
+  // CUDA buckets may leave device work queued: the returned completion (null when none) must be
+  // ready before the ops complete.
+  std::unique_ptr<DeviceCompletion> run(const std::vector<TensorEntry*>& entries,
+                                        const TensorSignature& signature, Stats& stats);
   // Phases of the last run() (recorded only while enabled: the timeline is on).
   PhaseLog& phases() { return phases_; }
 
  private:
+  // Host tensors (and host copies of CUDA tensors on their compressed path).
+  void run_host(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                Stats& stats, CompressorStats& cstats);
   // Native-dtype dense reduction (compressor "none", warm-up steps).
   void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                  Stats& stats, CompressorStats& cstats);
@@ -52,6 +60,7 @@ class BucketExecutor {
   std::map<std::string, std::unique_ptr<Compressor>> pipelines_;  // by "compressor/ef"
   std::vector<std::vector<float>> inputs_, outputs_;              // reused working copies
   PhaseLog phases_;
+  std::unique_ptr<DeviceExecutor> device_;  // null without CUDA
 };
 
 }  // namespace arcreduce

@@ -65,7 +65,9 @@ void Coordinator::loop() {
   bool busy = false;
   try {
     while (true) {
-      queue_.wait_for_work(busy ? cycle : std::chrono::microseconds(kIdleCycle));
+      complete_device_buckets(false);
+      queue_.wait_for_work(
+          busy || !device_buckets_.empty() ? cycle : std::chrono::microseconds(kIdleCycle));
       std::vector<Request> requests = queue_.take_new_requests();
       auto t = std::chrono::steady_clock::now();
       if (timeline_) {
@@ -75,6 +77,7 @@ void Coordinator::loop() {
       const Clock::time_point negotiated = Clock::now();
       stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
       busy = plan.busy;
+      if (plan.shutdown || !plan.abort_reason.empty()) complete_device_buckets(true);
       if (plan.shutdown) {
         ctx_.log->debug("shutting down: shutdown() was called on some rank");
         queue_.close(Status(StatusCode::kShutdown,
@@ -107,6 +110,7 @@ void Coordinator::loop() {
   } catch (const std::exception& e) {
     std::string message = std::string("arcreduce coordinator failed: ") + e.what();
     ctx_.log->error("{}", message);
+    complete_device_buckets(true);
     queue_.close(Status(StatusCode::kInternal, message));
     if (timeline_) {
       timeline_->instant("[runtime]", "coordinator failed", Clock::now(),
@@ -115,6 +119,25 @@ void Coordinator::loop() {
   }
   publish();
   if (timeline_) timeline_->flush();
+}
+
+void Coordinator::complete_device_buckets(bool wait) {
+  while (!device_buckets_.empty()) {
+    DeviceBucket& bucket = device_buckets_.front();
+    Status status = Status::OK();
+    try {
+      if (wait) {
+        bucket.done->wait();
+      } else if (!bucket.done->ready()) {
+        return;
+      }
+    } catch (const std::exception& e) {
+      status = Status(StatusCode::kInternal, std::string("CUDA device work failed: ") + e.what());
+      ctx_.log->error("{}", status.message());
+    }
+    for (TensorEntry& entry : bucket.entries) queue_.complete(entry, status);
+    device_buckets_.pop_front();
+  }
 }
 
 void Coordinator::record_waiting(const TensorEntry& entry, Clock::time_point negotiated) {
@@ -188,13 +211,25 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
       std::vector<TensorEntry*> members;
       for (size_t i : bucket.members) members.push_back(&entries[i]);
       const Clock::time_point begin = Clock::now();
-      executor_.run(members, signatures[bucket.members[0]], stats_);
+      std::unique_ptr<DeviceCompletion> pending =
+          executor_.run(members, signatures[bucket.members[0]], stats_);
       const Clock::time_point end = Clock::now();
       if (timeline_) {
         record_bucket(position, members, signatures[bucket.members[0]], negotiated, begin, end);
       }
       ++position;
       publish();  // counters first: a synchronize() that returns sees this bucket counted
+      if (pending) {
+        // The callbacks fire when the device has finished (complete_device_buckets).
+        DeviceBucket device_bucket;
+        for (size_t i : bucket.members) {
+          done[i] = true;
+          device_bucket.entries.push_back(std::move(entries[i]));
+        }
+        device_bucket.done = std::move(pending);
+        device_buckets_.push_back(std::move(device_bucket));
+        continue;
+      }
       for (size_t i : bucket.members) {
         done[i] = true;
         const Clock::time_point callback = Clock::now();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,9 @@ class Coordinator {
                      const TensorSignature& signature, Clock::time_point negotiated,
                      Clock::time_point begin, Clock::time_point end);
   void record_waiting(const TensorEntry& entry, Clock::time_point negotiated);
+  // Completes the ops of CUDA buckets whose device work has finished, in bucket order; with
+  // `wait`, all of them (shutdown). A device failure fails that bucket's ops.
+  void complete_device_buckets(bool wait);
 
   Context& ctx_;
   TensorQueue& queue_;
@@ -51,6 +55,12 @@ class Coordinator {
   std::thread thread_;
   std::unique_ptr<Timeline> timeline_;                            // null: off
   std::unordered_map<std::string, Clock::time_point> requested_;  // timeline: request sent
+  // CUDA buckets whose collectives are done but whose unpacking may still be on the device.
+  struct DeviceBucket {
+    std::vector<TensorEntry> entries;
+    std::unique_ptr<DeviceCompletion> done;
+  };
+  std::deque<DeviceBucket> device_buckets_;
 };
 
 }  // namespace arcreduce

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "arcreduce/build_config.h"
 #include "compressors/compressor.h"
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
+#include "runtime/device_executor.h"
 
 namespace arcreduce {
 
@@ -29,6 +29,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<Communicator> comm) {
       "cache {} entries",
       ctx_.rank, ctx_.size, local_rank_, local_size_, config.fusion_threshold, config.cycle_time_ms,
       config.cache_capacity);
+  device_query_ = make_cuda_device_query();
   coordinator_ = std::make_unique<Coordinator>(ctx_, queue_, state_);
   coordinator_->start();
 }
@@ -74,10 +75,11 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor)
   }
   if (n > 0 && tensor.data == nullptr) return who + ": data is null but the shape has elements";
   if (tensor.device.kind == Device::kCUDA) {
-    return who + (ARCREDUCE_CUDA ? ": CUDA tensors are not supported by the runtime yet"
-                                 : ": CUDA tensor, but this build of arcreduce has no CUDA");
+    std::string problem = check_cuda_tensor(tensor, who, device_query_.get(), cuda_device_.load());
+    if (!problem.empty()) return problem;
+  } else if (tensor.device.kind != Device::kCPU) {
+    return who + ": unknown device kind";
   }
-  if (tensor.device.kind != Device::kCPU) return who + ": unknown device kind";
   return "";
 }
 
@@ -160,6 +162,23 @@ Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
     return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
   }
   TensorEntry entry;
+  if (tensor.device.kind == Device::kCUDA) {
+    const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
+    int expected = -1;
+    if (!cuda_device_.compare_exchange_strong(expected, tensor.device.index) &&
+        expected != tensor.device.index) {
+      problem = check_cuda_tensor(tensor, who, device_query_.get(), expected);
+      return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
+    }
+    if (!tensor.ready_event && num_elements(tensor.shape) > 0) {
+      try {
+        entry.device_ready = record_default_stream(tensor.device.index);
+      } catch (const Error& e) {
+        return queue_.reject(options.callback,
+                             Status(StatusCode::kInvalidArgument, who + ": " + e.what()));
+      }
+    }
+  }
   entry.name = name;
   entry.tensor = tensor;
   entry.signature = resolve(tensor, options);
@@ -171,6 +190,10 @@ Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
 Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
                                 const BroadcastOptions& options) {
   std::string problem = check_tensor(name, tensor);
+  if (problem.empty() && tensor.device.kind == Device::kCUDA) {
+    problem = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank) +
+              ": broadcast of CUDA tensors is not supported yet (docs/cuda.md)";
+  }
   if (!problem.empty()) {
     return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
   }

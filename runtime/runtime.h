@@ -3,10 +3,12 @@
 // loopback world, one per thread-rank. Construction is collective over the communicator.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "arcreduce/arcreduce.h"
+#include "ops/device_query.h"
 #include "runtime/context.h"
 #include "runtime/coordinator.h"
 #include "tensor_queue/tensor_queue.h"
@@ -49,6 +51,8 @@ class Runtime {
   TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;
 
   Context ctx_;
+  std::unique_ptr<DeviceQuery> device_query_;  // null without CUDA
+  std::atomic<int> cuda_device_{-1};           // the GPU of this process's CUDA tensors
   int local_rank_ = 0;
   int local_size_ = 1;
   TensorQueue queue_;

@@ -29,6 +29,9 @@ struct TensorEntry {
   std::function<void(const Status&)> callback;
   Handle handle = 0;
   Clock::time_point submitted;
+  // CUDA tensors without a ready_event: the runtime's event on the default stream, recorded at
+  // submission (a cudaEvent_t; type-erased so this header needs no CUDA).
+  std::shared_ptr<void> device_ready;
 };
 
 class TensorQueue {

@@ -16,6 +16,7 @@
 #include "arcreduce/status.h"
 #include "ops/mpi_check.h"
 #include "ops/mpi_communicator.h"
+#include "ops/mpi_cuda_support.h"
 
 namespace arcreduce {
 namespace {
@@ -68,6 +69,23 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
   } else {
     EXPECT_EQ(comm_->algorithm_for(1), g_options.algorithm);
   }
+}
+
+// Device buffers go to MPI only where the loaded library is CUDA-aware, and then only for what
+// MPI_Allreduce sums itself; the ring and the fp16/bf16 user ops always get host memory.
+TEST_F(MpiCommunicatorTest, DeviceMemoryOnlyWithCudaAwareMpiAndItsOwnSum) {
+  const bool aware = mpi_cuda_support_compiled() == 1 && mpi_cuda_support_runtime() == 1;
+  for (ScalarType type : testing::all_types()) {
+    for (size_t count : {size_t{1}, size_t{1} << 22}) {
+      const AllreduceAlgorithm algorithm = comm_->algorithm_for(count * scalar_size(type));
+      const bool expect = aware && algorithm == AllreduceAlgorithm::kMpi &&
+                          (type == ScalarType::kFloat32 || type == ScalarType::kFloat64);
+      EXPECT_EQ(comm_->allreduce_accepts_device_memory(type, count), expect)
+          << scalar_type_name(type) << " x " << count;
+    }
+  }
+  const int runtime = mpi_cuda_support_runtime();
+  EXPECT_TRUE(runtime == -1 || runtime == 0 || runtime == 1) << runtime;
 }
 
 TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {

@@ -1,0 +1,273 @@
+// The CUDA device path (docs/cuda.md): per device one runtime-owned stream, a device fusion
+// buffer and a pinned staging buffer. Dense buckets are packed on the device (batched copies),
+// reduced by a CUDA-aware MPI in device memory or staged through pinned memory chunk by chunk,
+// and unpacked with the average's scaling; compressed buckets are compressed on the host.
+#include <chrono>
+#include <map>
+
+#include "ops/copy_batch.h"
+#include "ops/cuda/copy_batch_cuda.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_handles.h"
+#include "ops/mpi_cuda_support.h"
+#include "ops/staging_chunks.h"
+#include "runtime/device_executor.h"
+
+namespace arcreduce {
+namespace {
+
+using cuda::DeviceGuard;
+using cuda::Event;
+
+// Staging granularity: the copy of chunk c + 1 off the device overlaps the collective of chunk c.
+// Not measured on a GPU yet (docs/cuda.md).
+constexpr size_t kStagingChunkBytes = size_t{4} << 20;
+
+ScalarType scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return ScalarType::kFloat64;
+    case DType::kFloat16:
+      return ScalarType::kFloat16;
+    case DType::kBFloat16:
+      return ScalarType::kBFloat16;
+    default:
+      return ScalarType::kFloat32;
+  }
+}
+
+bool is_half(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+class EventCompletion : public DeviceCompletion {
+ public:
+  EventCompletion(int device, cudaStream_t stream) : device_(device) {
+    DeviceGuard guard(device_);
+    event_.record(stream);
+  }
+  bool ready() override {
+    DeviceGuard guard(device_);
+    return event_.ready();
+  }
+  void wait() override {
+    DeviceGuard guard(device_);
+    event_.synchronize();
+  }
+
+ private:
+  int device_;
+  Event event_;
+};
+
+struct DeviceState {
+  explicit DeviceState(int device) : stream(device) {}
+  cuda::Stream stream;
+  cuda::DeviceMemory fusion;
+  cuda::PinnedMemory staging;
+  std::vector<std::unique_ptr<Event>> chunk_events;
+};
+
+class CudaDeviceExecutor : public DeviceExecutor {
+ public:
+  explicit CudaDeviceExecutor(Context& ctx) : ctx_(ctx) {}
+
+  std::unique_ptr<DeviceCompletion> run(const std::vector<TensorEntry*>& entries,
+                                        const TensorSignature& signature, Stats& stats,
+                                        CompressorStats& cstats, PhaseLog& phases,
+                                        const HostPath& host_path) override {
+    const int device = entries.front()->tensor.device.index;
+    for (const TensorEntry* e : entries) {
+      if (e->tensor.device.index != device) {
+        throw Error("bucket mixes CUDA devices " + std::to_string(device) + " and " +
+                        std::to_string(e->tensor.device.index) + " (tensor '" + e->name + "')",
+                    StatusCode::kInternal);
+      }
+    }
+    DeviceGuard guard(device);
+    DeviceState& d = state(device);
+    phases_ = &phases;
+    wait_for_producers(entries, d.stream.get());
+    if (signature.compression.compressor == "none") {
+      run_dense(entries, signature, d, stats, cstats);
+    } else {
+      run_on_host(entries, d, stats, host_path);
+    }
+    return std::make_unique<EventCompletion>(device, d.stream.get());
+  }
+
+ private:
+  DeviceState& state(int device) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) {
+      it = devices_.emplace(device, std::make_unique<DeviceState>(device)).first;
+      std::string reason;
+      choose_device_transport(mpi_cuda_support_compiled(), mpi_cuda_support_runtime(), &reason);
+      ctx_.log->info("CUDA device {}: runtime stream created; {}", device, reason);
+    }
+    return *it->second;
+  }
+
+  // The runtime stream waits for each tensor's producer: the framework's ready_event, else the
+  // default-stream event recorded at submission. The framework's stream is never used.
+  static void wait_for_producers(const std::vector<TensorEntry*>& entries, cudaStream_t stream) {
+    for (const TensorEntry* e : entries) {
+      auto event = static_cast<cudaEvent_t>(e->tensor.ready_event ? e->tensor.ready_event
+                                                                  : e->device_ready.get());
+      if (event) ARC_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+    }
+  }
+
+  static void launch(const std::vector<CopySpan>& spans, ScalarType type, bool scaled,
+                     double factor, cudaStream_t stream) {
+    for (const CopyBatch& batch : plan_copy_batches(spans, cuda::kCopyBlockElements)) {
+      cuda::launch_copy_batch(batch, type, scaled, factor, stream);
+    }
+  }
+
+  Event& chunk_event(DeviceState& d, size_t i) {
+    while (d.chunk_events.size() <= i) d.chunk_events.push_back(std::make_unique<Event>());
+    return *d.chunk_events[i];
+  }
+
+  void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                 DeviceState& d, Stats& stats, CompressorStats& cstats) {
+    const ScalarType type = scalar_type(signature.dtype);
+    const size_t element = scalar_size(type);
+    size_t count = 0;
+    for (const TensorEntry* e : entries) count += static_cast<size_t>(e->signature.elements());
+    if (count == 0) return;
+    const bool average = signature.op == ReduceOp::kAverage && ctx_.size > 1;
+    const double inv_size = 1.0 / ctx_.size;
+    const cudaStream_t stream = d.stream.get();
+
+    auto t = std::chrono::steady_clock::now();
+    phases_->begin("pack", "fuse");
+    if (count * element > d.fusion.capacity()) d.stream.synchronize();
+    auto* fused = static_cast<uint8_t*>(d.fusion.reserve(count * element));
+    std::vector<CopySpan> pack, unpack;
+    size_t offset = 0;
+    for (const TensorEntry* e : entries) {
+      const auto n = static_cast<int64_t>(e->signature.elements());
+      pack.push_back({e->tensor.data, fused + offset, n});
+      unpack.push_back({fused + offset, e->tensor.data, n});
+      offset += static_cast<size_t>(n) * element;
+    }
+    // fp16/bf16 averages pre-scale by 1/N so partial sums stay in range (as the CPU path).
+    launch(pack, type, average && is_half(signature.dtype), inv_size, stream);
+    stats.copy_seconds += seconds_since(t);
+
+    t = std::chrono::steady_clock::now();
+    phases_->begin("values collective", "communicate");
+    const TrafficCounters before = ctx_.comm->traffic();
+    if (ctx_.comm->allreduce_accepts_device_memory(type, count)) {
+      d.stream.synchronize();  // MPI knows no streams: the packed buffer must be complete
+      ctx_.comm->allreduce(fused, count, type, CollectiveOp::kSum);
+    } else {
+      reduce_staged(d, fused, count, type);
+    }
+    const TrafficCounters after = ctx_.comm->traffic();
+    cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
+    cstats.bytes_received += after.bytes_received - before.bytes_received;
+    stats.communication_seconds += seconds_since(t);
+
+    t = std::chrono::steady_clock::now();
+    phases_->begin("unpack", "decompress");
+    launch(unpack, type, average && !is_half(signature.dtype), inv_size, stream);
+    stats.copy_seconds += seconds_since(t);
+  }
+
+  // All chunks' device-to-host copies are queued at once, each followed by an event; chunk c is
+  // reduced as soon as its copy is done and copied back while chunk c + 1 is reduced.
+  void reduce_staged(DeviceState& d, uint8_t* fused, size_t count, ScalarType type) {
+    const size_t element = scalar_size(type);
+    const size_t bytes = count * element;
+    const cudaStream_t stream = d.stream.get();
+    if (bytes > d.staging.capacity()) d.stream.synchronize();
+    auto* host = static_cast<uint8_t*>(d.staging.reserve(bytes));
+    const std::vector<StagingChunk> chunks =
+        plan_staging_chunks(bytes, element, kStagingChunkBytes);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      ARC_CUDA_CHECK(cudaMemcpyAsync(host + chunks[c].offset, fused + chunks[c].offset,
+                                     chunks[c].bytes, cudaMemcpyDeviceToHost, stream));
+      chunk_event(d, c).record(stream);
+    }
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      chunk_event(d, c).synchronize();
+      ctx_.comm->allreduce(host + chunks[c].offset, chunks[c].bytes / element, type,
+                           CollectiveOp::kSum);
+      ARC_CUDA_CHECK(cudaMemcpyAsync(fused + chunks[c].offset, host + chunks[c].offset,
+                                     chunks[c].bytes, cudaMemcpyHostToDevice, stream));
+    }
+  }
+
+  // Compressed buckets: the tensors cross to pinned host memory, the CPU executor reduces them
+  // there (same kernels and state as CPU tensors), and the results go back.
+  void run_on_host(const std::vector<TensorEntry*>& entries, DeviceState& d, Stats& stats,
+                   const HostPath& host_path) {
+    auto t = std::chrono::steady_clock::now();
+    phases_->begin("copy to host", "fuse");
+    size_t bytes = 0;
+    for (const TensorEntry* e : entries) {
+      bytes += static_cast<size_t>(e->signature.elements()) * dtype_size(e->signature.dtype);
+    }
+    if (bytes > d.staging.capacity()) d.stream.synchronize();
+    auto* host = static_cast<uint8_t*>(d.staging.reserve(std::max<size_t>(bytes, 1)));
+    const cudaStream_t stream = d.stream.get();
+    std::vector<TensorEntry> shadows(entries.size());
+    std::vector<TensorEntry*> shadow_ptrs;
+    size_t offset = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const TensorEntry& e = *entries[i];
+      const size_t n = static_cast<size_t>(e.signature.elements()) * dtype_size(e.signature.dtype);
+      if (n > 0) {
+        ARC_CUDA_CHECK(
+            cudaMemcpyAsync(host + offset, e.tensor.data, n, cudaMemcpyDeviceToHost, stream));
+      }
+      shadows[i].name = e.name;
+      shadows[i].signature = e.signature;
+      shadows[i].tensor = Tensor{n > 0 ? host + offset : nullptr, e.tensor.dtype, e.tensor.shape};
+      shadow_ptrs.push_back(&shadows[i]);
+      offset += n;
+    }
+    d.stream.synchronize();
+    stats.copy_seconds += seconds_since(t);
+    host_path(shadow_ptrs);
+    t = std::chrono::steady_clock::now();
+    phases_->begin("copy to device", "decompress");
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const size_t n = static_cast<size_t>(entries[i]->signature.elements()) *
+                       dtype_size(entries[i]->signature.dtype);
+      if (n == 0) continue;
+      ARC_CUDA_CHECK(cudaMemcpyAsync(entries[i]->tensor.data, shadows[i].tensor.data, n,
+                                     cudaMemcpyHostToDevice, stream));
+    }
+    stats.copy_seconds += seconds_since(t);
+  }
+
+  Context& ctx_;
+  PhaseLog* phases_ = nullptr;  // of the current run()
+  std::map<int, std::unique_ptr<DeviceState>> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceExecutor> make_device_executor(Context& ctx) {
+  return std::make_unique<CudaDeviceExecutor>(ctx);
+}
+
+std::shared_ptr<void> record_default_stream(int device) {
+  DeviceGuard guard(device);
+  cudaEvent_t event = nullptr;
+  ARC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  std::shared_ptr<void> owned(event,
+                              [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  ARC_CUDA_CHECK(cudaEventRecord(event, cudaStreamLegacy));
+  return owned;
+}
+
+}  // namespace arcreduce
