@@ -16,6 +16,9 @@ class ArcTopK : public Compressor {
  public:
   void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) override;
   bool accepts_lazy_input() const override { return true; }
+  // Inputs are sketched, copied (dense and exact paths) or gathered (sketch path) before any
+  // output is written; only the exact path's contribution reads the input afterwards.
+  bool reduces_in_place() const override { return true; }
 
  private:
   // sketch (n x r) of t's n x m matrix with transposed_ (streaming a lazy input block by block).

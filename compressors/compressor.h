@@ -87,6 +87,10 @@ class Compressor {
   virtual void reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) = 0;
   // True when reduce() honours CompressTensor::lazy.
   virtual bool accepts_lazy_input() const { return false; }
+  // True when reduce() allows a tensor's input and output to be the same memory as long as no
+  // contribution is requested: it reads all of a tensor's input before writing its output. The
+  // executor then reduces fp32 tensors without error feedback in their own memory.
+  virtual bool reduces_in_place() const { return false; }
 };
 
 // "fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"; nullptr for names without a

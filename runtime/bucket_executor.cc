@@ -128,10 +128,12 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
                                     CompressorStats& cstats) {
   auto t = std::chrono::steady_clock::now();
   phases_.begin("fuse", "fuse");
-  // Error-feedback decorators consume their input before they write their output, so fp32
-  // tensors are then reduced in their own memory, without working copies.
+  // Error-feedback decorators consume their input before they write their output, and so do
+  // compressors that say reduces_in_place(): fp32 tensors are then reduced in their own memory,
+  // without working copies.
   const bool in_place =
-      signature.dtype == DType::kFloat32 && signature.compression.error_feedback != "none";
+      signature.dtype == DType::kFloat32 && (signature.compression.error_feedback != "none" ||
+                                             pipeline(signature.compression).reduces_in_place());
   inputs_.resize(entries.size());
   outputs_.resize(entries.size());
   std::vector<CompressTensor> bucket(entries.size());

@@ -205,6 +205,35 @@ TEST(Compressed, InPlaceOutputsAreCompleteAndIdentical) {
   }
 }
 
+// Without error feedback ARC-Top-K reduces fp32 tensors in their own memory
+// (Compressor::reduces_in_place); fp64 tensors go through fp32 working copies. Both must give
+// every selected row the exact mean over ranks and zeros elsewhere, and the same rows.
+TEST(Compressed, NoErrorFeedbackInPlaceMatchesWorkingCopies) {
+  Config c = compressed_config();
+  c.error_feedback = "none";
+  const int ranks = 3;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    std::vector<std::vector<std::vector<double>>> out(ranks);
+    run_runtimes(ranks, c, [&](Runtime& rt, int rank) { out[rank] = step(rt, rank, 1, dtype); });
+    for (int r = 1; r < ranks; ++r) EXPECT_EQ(out[r], out[0]) << "rank " << r;
+    // "t0" is 32 x 8 at ratio 0.25: k = 8 rows hold the mean of the float inputs, the rest 0.
+    int selected = 0;
+    for (int row = 0; row < 32; ++row) {
+      bool any = false;
+      for (int col = 0; col < 8; ++col) any |= out[0][0][row * 8 + col] != 0.0;
+      if (!any) continue;
+      ++selected;
+      for (int col = 0; col < 8; ++col) {
+        const size_t i = static_cast<size_t>(row * 8 + col);
+        double mean = 0;
+        for (int r = 0; r < ranks; ++r) mean += static_cast<float>(input_value(r, 0 + 3 * 1, i));
+        EXPECT_NEAR(out[0][0][i], mean / ranks, 1e-5) << "row " << row << " col " << col;
+      }
+    }
+    EXPECT_EQ(selected, 8) << dtype_name(dtype);
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace arcreduce
