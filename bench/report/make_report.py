@@ -55,7 +55,8 @@ def parse_bench(text):
         m = re.match(r"ddp (\S+) (.*)", line)
         if m:
             fields = dict(kv.split("=") for kv in m.group(2).split())
-            rows["DDP " + m.group(1)] = {k: float(v) for k, v in fields.items()}
+            # "powersgd-q1" -> "DDP powersgd" (the hook at its default rank 1)
+            rows["DDP " + m.group(1).split("-")[0]] = {k: float(v) for k, v in fields.items()}
     return sections
 
 
@@ -127,6 +128,10 @@ def targets(rows):
     if arc:
         b = rows["arctopk 0.01 ef21m"]["per_bound"]
         check("ARC-Top-K 0.01 / its lower bound", f"{b:.2f}", "<= 2", b <= 2)
+    default = med("arctopk 0.01 none")
+    if default and dense:
+        check("dense / ARC-Top-K 0.01 without error feedback (the default)",
+              f"{dense / default:.1f}x", ">= 10x", dense / default >= 10)
     return ["| target | goal | measured | |", "|---|---|---|---|"] + checks
 
 
@@ -141,8 +146,8 @@ def gnuplot(script):
 
 def step_time_plot(results, sections, path):
     labels = ["raw MPI_Allreduce", "dense none", "fp16 none", "topk 0.01 ef14", "randk 0.01 ef14",
-              "arctopk 0.01 ef21m", "oktopk 0.01 none", "powersgd q=1 none", "DDP dense",
-              "DDP powersgd"]
+              "arctopk 0.01 ef21m", "arctopk 0.01 none", "oktopk 0.01 none", "powersgd q=1 none",
+              "DDP dense", "DDP powersgd"]
     data = os.path.join(results, "step-time.dat")
     titles = [t for t, _, _ in sections]
     with open(data, "w", encoding="utf-8") as f:
@@ -153,7 +158,8 @@ def step_time_plot(results, sections, path):
                 r = rows.get(label, {})
                 v = r.get("median", r.get("median_ms"))
                 values.append("NaN" if v is None else f"{v / 1000:.4f}")
-            name = label.replace(" none", "").replace(" ef14", "").replace(" ef21m", "")
+            name = label.replace("arctopk 0.01 none", "arctopk 0.01 no EF").replace(
+                " none", "").replace(" ef14", "")
             f.write(f'"{name}" ' + " ".join(values) + "\n")
     cols = " , ".join(f"'{data}' using {i + 2}:xtic(1) title columnheader"
                       for i in range(len(titles)))
