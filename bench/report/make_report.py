@@ -163,7 +163,7 @@ def step_time_plot(results, sections, path):
             f.write(f'"{name}" ' + " ".join(values) + "\n")
     cols = " , ".join(f"'{data}' using {i + 2}:xtic(1) title columnheader"
                       for i in range(len(titles)))
-    return gnuplot(f"""set terminal pngcairo size 1100,500
+    return gnuplot(f"""set terminal pngcairo size 1100,500 noenhanced
 set output '{path}'
 set style data histograms
 set style histogram clustered gap 1
@@ -186,7 +186,7 @@ def scaling_plot(results, points, path):
             f.write(f"{hosts} " + " ".join(fmt(p.get(k), 3).replace("-", "NaN") for k in
                                            ("arctopk_ms", "topk_ms", "dense_ms", "arctopk_mb",
                                             "topk_mb")) + "\n")
-    return gnuplot(f"""set terminal pngcairo size 1000,420
+    return gnuplot(f"""set terminal pngcairo size 1000,420 noenhanced
 set output '{path}'
 set multiplot layout 1,2
 set xlabel 'hosts (1 Gbit/s each)'
@@ -250,7 +250,7 @@ def accuracy(results, path):
                     f.write(f"{e} {acc:.3f} {statistics.mean(v[2] for v in vals):.5f}\n")
             f.write("\n\n")
     n = len(compressors)
-    gnuplot(f"""set terminal pngcairo size 1000,420
+    gnuplot(f"""set terminal pngcairo size 1000,420 noenhanced
 set output '{path}'
 set multiplot layout 1,2 title 'Fashion-MNIST MLP, 4 ranks, mean over seeds {", ".join(seeds)}'
 set xlabel 'epoch'
