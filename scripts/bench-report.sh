@@ -9,6 +9,8 @@
 #   scaling   2 and 8 hosts at 1 Gbit/s, dense, Top-K and ARC-Top-K 0.01  -> scaling.txt
 #   accuracy  Fashion-MNIST --compare on 4 ranks, seeds $SEEDS (0 1), with ef14 and with no error
 #             feedback for the sparsifiers                   -> accuracy-<ef>-seed<s>.{csv,txt}
+#             then ARC-Top-K (ef14, none), dense, Rand-K + ef14 on all 60,000 training examples
+#                                                     -> accuracy-full-<compressor>-<ef>-seed<s>.txt
 # $REPS (5) timed and $WARMUP (3) untimed steps per variant; $EPOCHS (3) epochs of the first
 # $TRAIN_SAMPLES (30000) training examples per training run.
 # The cluster stages need root (network namespaces) and say so when they cannot run. About 45
@@ -81,6 +83,16 @@ for stage in $stages; do
             --compare-list "$list" --error-feedback "$ef" --epochs "$epochs" \
             --train-samples "$train_samples" --seed "$seed" --overlap-steps 0 \
             --csv "$out/accuracy-$ef-seed$seed.csv"
+        done
+      done
+      # The deciding runs for the default error feedback: all 60,000 examples, ARC-Top-K with
+      # ef14 and without, next to dense and Rand-K + ef14.
+      for seed in $seeds; do
+        for run in "arctopk ef14" "arctopk none" "dense none" "randk ef14"; do
+          set -- $run
+          record "accuracy-full-$1-$2-seed$seed.txt" "$build_dir/launcher/arcrun" -np 4 -- \
+            "$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --compressor "$1" \
+            --error-feedback "$2" --epochs "$epochs" --seed "$seed" --overlap-steps 0
         done
       done
       ;;
