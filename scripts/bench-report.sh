@@ -14,7 +14,7 @@
 # $REPS (5) timed and $WARMUP (3) untimed steps per variant; $EPOCHS (3) epochs of the first
 # $TRAIN_SAMPLES (30000) training examples per training run.
 # The cluster stages need root (network namespaces) and say so when they cannot run. About 45
-# minutes on a 2-core machine.
+# minutes on a quiet 2-core machine.
 #
 #   bash scripts/bench-report.sh
 #   STAGES="cluster" REPS=3 bash scripts/bench-report.sh
