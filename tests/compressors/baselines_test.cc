@@ -74,7 +74,9 @@ TEST(RandK, SameIndicesOnEveryRankFreshEveryStep) {
       if (one[0].output[0][i] != 0.0f) picked_one.insert(i);
       if (two[0].output[0][i] != 0.0f) picked_two.insert(i);
       // Output is the exact mean at the picked indices.
-      if (one[0].output[0][i] != 0.0f) EXPECT_NEAR(one[0].output[0][i], dense_mean(3, 0, i), 1e-5);
+      if (one[0].output[0][i] != 0.0f) {
+        EXPECT_NEAR(one[0].output[0][i], dense_mean(3, 0, i), 1e-5);
+      }
     }
     EXPECT_EQ(picked_one.size(), std::string(granularity) == "row" ? 5u * 8 : 40u) << granularity;
     EXPECT_NE(picked_one, picked_two) << granularity;

@@ -255,7 +255,9 @@ TEST_F(MpiCommunicatorTest, NonBlockingPointToPoint) {
   }
   for (auto it = requests.rbegin(); it != requests.rend(); ++it) comm_->wait(&*it);
   for (int q = 0; q < size(); ++q) {
-    if (q != rank()) EXPECT_EQ(in[q], pattern(block_size(q, 1500), q * 100 + rank()));
+    if (q != rank()) {
+      EXPECT_EQ(in[q], pattern(block_size(q, 1500), q * 100 + rank()));
+    }
   }
   if (size() > 1) {
     // A short message is an error, not stale bytes.
