@@ -125,7 +125,7 @@ TEST(ArcTopKPlan, TiesGoToTheLowerRowOnEveryRank) {
   EXPECT_EQ(nonzero_rows(got[0].output[0], 16), (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
-TEST(ArcTopKPlan, StatsMatchTheCompressor) {
+TEST(ArcTopKPlan, PathsFollowTheCompressorsRules) {
   const Config config = plan_config(4);
   const CompressionSpec spec{"arctopk", 0.1, "none", ""};
   std::vector<ArcTopKPlanTensor> pts;
@@ -143,7 +143,10 @@ TEST(ArcTopKPlan, StatsMatchTheCompressor) {
   EXPECT_EQ(plan.items[2].path, ArcTopKPlan::Path::kExact);
   EXPECT_EQ(plan.items[3].path, ArcTopKPlan::Path::kDense);
   EXPECT_EQ(plan.items[4].path, ArcTopKPlan::Path::kDense);
-  EXPECT_EQ(plan.sketch_bytes % (4 * sizeof(float)), 0u);
+  EXPECT_EQ(plan.items[6].path, ArcTopKPlan::Path::kExact);
+  EXPECT_EQ(plan.items[7].path, ArcTopKPlan::Path::kSketch);
+  EXPECT_EQ(plan.items[7].k, 30);
+  EXPECT_EQ(plan.selected_rows, 6u + 1u + 1u + 1u + 1u + 30u);
 }
 
 TEST(ArcTopKPlan, ShapeMismatchNamesTheTensor) {
