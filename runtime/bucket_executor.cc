@@ -6,25 +6,10 @@
 #include "compressors/error_feedback.h"
 #include "compressors/kernels/kernels.h"
 #include "ops/reduce_kernels.h"
+#include "runtime/reduce_dtype.h"
 
 namespace arcreduce {
 namespace {
-
-ScalarType scalar_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return ScalarType::kFloat32;
-    case DType::kFloat64:
-      return ScalarType::kFloat64;
-    case DType::kFloat16:
-      return ScalarType::kFloat16;
-    case DType::kBFloat16:
-      return ScalarType::kBFloat16;
-    default:  // integer dtypes are only broadcast, never reduced
-      break;
-  }
-  return ScalarType::kFloat32;
-}
 
 // Collective size. On one host reduction is memory-bound: small chunks keep the staging copy
 // and MPI's internal passes in cache (docs/benchmarks.md: 256 KiB-1 MiB chunks take 0.4-0.5x the
@@ -38,10 +23,6 @@ ScalarType scalar_type(DType dtype) {
 // the default fusion threshold goes as one ring.
 constexpr size_t kSingleHostChunkBytes = size_t{512} << 10;
 constexpr size_t kMultiHostChunkBytes = size_t{64} << 20;
-
-bool is_half(DType dtype) {
-  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -185,7 +166,7 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
 void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
                                const TensorSignature& signature, Stats& stats,
                                CompressorStats& cstats) {
-  const ScalarType type = scalar_type(signature.dtype);
+  const ScalarType type = reduce_scalar_type(signature.dtype);
   const size_t element = dtype_size(signature.dtype);
   const bool average = signature.op == ReduceOp::kAverage && ctx_.size > 1;
   const double inv_size = 1.0 / ctx_.size;
@@ -196,7 +177,7 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     auto t = std::chrono::steady_clock::now();
     phases_.begin("pack", "fuse");
     void* data = in_place ? chunk.pieces[0].data : buffer_.gather(chunk);
-    if (average && is_half(signature.dtype)) scale(data, count, type, inv_size);
+    if (average && scales_before_sum(signature.dtype)) scale(data, count, type, inv_size);
     stats.copy_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
@@ -210,7 +191,7 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
 
     t = std::chrono::steady_clock::now();
     phases_.begin("unpack", "decompress");
-    if (average && !is_half(signature.dtype)) scale(data, count, type, inv_size);
+    if (average && !scales_before_sum(signature.dtype)) scale(data, count, type, inv_size);
     if (!in_place) buffer_.scatter(chunk);
     stats.copy_seconds += seconds_since(t);
   }

@@ -12,6 +12,7 @@
 #include "ops/mpi_cuda_support.h"
 #include "ops/staging_chunks.h"
 #include "runtime/device_executor.h"
+#include "runtime/reduce_dtype.h"
 
 namespace arcreduce {
 namespace {
@@ -22,23 +23,6 @@ using cuda::Event;
 // Staging granularity: the copy of chunk c + 1 off the device overlaps the collective of chunk c.
 // Not measured on a GPU yet (docs/cuda.md).
 constexpr size_t kStagingChunkBytes = size_t{4} << 20;
-
-ScalarType scalar_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return ScalarType::kFloat64;
-    case DType::kFloat16:
-      return ScalarType::kFloat16;
-    case DType::kBFloat16:
-      return ScalarType::kBFloat16;
-    default:
-      return ScalarType::kFloat32;
-  }
-}
-
-bool is_half(DType dtype) {
-  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -136,7 +120,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
   void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                  DeviceState& d, Stats& stats, CompressorStats& cstats) {
-    const ScalarType type = scalar_type(signature.dtype);
+    const ScalarType type = reduce_scalar_type(signature.dtype);
     const size_t element = scalar_size(type);
     size_t count = 0;
     for (const TensorEntry* e : entries) count += static_cast<size_t>(e->signature.elements());
@@ -158,7 +142,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
       offset += static_cast<size_t>(n) * element;
     }
     // fp16/bf16 averages pre-scale by 1/N so partial sums stay in range (as the CPU path).
-    launch(pack, type, average && is_half(signature.dtype), inv_size, stream);
+    launch(pack, type, average && scales_before_sum(signature.dtype), inv_size, stream);
     stats.copy_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
@@ -177,7 +161,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
     t = std::chrono::steady_clock::now();
     phases_->begin("unpack", "decompress");
-    launch(unpack, type, average && !is_half(signature.dtype), inv_size, stream);
+    launch(unpack, type, average && !scales_before_sum(signature.dtype), inv_size, stream);
     stats.copy_seconds += seconds_since(t);
   }
 
