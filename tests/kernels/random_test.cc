@@ -128,7 +128,9 @@ TEST(SampleIndices, DistinctSortedInRangeDeterministic) {
       for (int64_t i = 0; i < k; ++i) {
         ASSERT_GE(a[i], 0);
         ASSERT_LT(a[i], n);
-        if (i > 0) ASSERT_LT(a[i - 1], a[i]);
+        if (i > 0) {
+          ASSERT_LT(a[i - 1], a[i]);
+        }
       }
     }
   }
