@@ -5,6 +5,7 @@
 #
 # Stages ($STAGES, default "local cluster scaling accuracy"; "report" only redraws):
 #   local     compressor_bench, 4 ranks on this host (shared memory)     -> local.txt
+#             ARC-Top-K 0.01 with ef14, none and ef21m                   -> default-ef-speed.txt
 #   cluster   4 hosts at 1 and 10 Gbit/s, PyTorch DDP dense and PowerSGD -> cluster.txt
 #   scaling   2 and 8 hosts at 1 Gbit/s, dense, Top-K and ARC-Top-K 0.01  -> scaling.txt
 #   accuracy  Fashion-MNIST --compare on 4 ranks, seeds $SEEDS (0 1), with ef14 and with no error
@@ -60,6 +61,10 @@ for stage in $stages; do
     local)
       record local.txt "$build_dir/launcher/arcrun" -np 4 -- "$build_dir/bench/compressor_bench" \
         "${bench_args[@]}" --commit "$commit"
+      # ARC-Top-K's step under each error feedback (the default's evidence, docs/compressors.md)
+      record default-ef-speed.txt "$build_dir/launcher/arcrun" -np 4 -- \
+        "$build_dir/bench/compressor_bench" "${bench_args[@]}" --commit "$commit" \
+        --compressors arctopk --arctopk-error-feedback ef14,none,ef21m --ratios 0.01
       ;;
     cluster)
       record cluster.txt env RATES="1gbit 10gbit" HOSTS=4 BUILD_DIR="$build_dir" \
