@@ -163,22 +163,29 @@ TEST(ConfigAgreement, OneBadRankFailsEveryRank) {
   }
 }
 
-TEST(ConfigAgreement, MustMatchSettingsDifferingFailEveryRank) {
-  LoopbackWorld world(4);
-  std::vector<Config> configs(4, testing::test_config());
-  configs[2].fusion_threshold = 1024;
-  std::vector<std::string> messages(4);
+// Constructs a Runtime on every rank of a loopback world with that rank's config; returns each
+// rank's construction error (empty where it succeeded).
+std::vector<std::string> construction_errors(const std::vector<Config>& configs) {
+  LoopbackWorld world(static_cast<int>(configs.size()));
+  std::vector<std::string> messages(configs.size());
   std::vector<std::thread> threads;
-  for (int r = 0; r < 4; ++r) {
+  for (size_t r = 0; r < configs.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
-        Runtime rt(configs[r], world.communicator(r));
+        Runtime rt(configs[r], world.communicator(static_cast<int>(r)));
       } catch (const Error& e) {
         messages[r] = e.what();
       }
     });
   }
   for (auto& t : threads) t.join();
+  return messages;
+}
+
+TEST(ConfigAgreement, MustMatchSettingsDifferingFailEveryRank) {
+  std::vector<Config> configs(4, testing::test_config());
+  configs[2].fusion_threshold = 1024;
+  const std::vector<std::string> messages = construction_errors(configs);
   for (int r = 0; r < 4; ++r) {
     EXPECT_THAT(messages[r],
                 HasSubstr("ARCREDUCE_FUSION_THRESHOLD must be the same on every rank"));
@@ -187,21 +194,9 @@ TEST(ConfigAgreement, MustMatchSettingsDifferingFailEveryRank) {
 }
 
 TEST(ConfigAgreement, PowerSgdRankMustMatch) {
-  LoopbackWorld world(3);
   std::vector<Config> configs(3, testing::test_config());
   configs[1].powersgd_rank = 2;
-  std::vector<std::string> messages(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Runtime rt(configs[r], world.communicator(r));
-      } catch (const Error& e) {
-        messages[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> messages = construction_errors(configs);
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_POWERSGD_RANK must be the same on every rank"));
     EXPECT_THAT(messages[r], HasSubstr("rank 1 has '2'"));
@@ -209,21 +204,9 @@ TEST(ConfigAgreement, PowerSgdRankMustMatch) {
 }
 
 TEST(ConfigAgreement, InvalidProgrammaticConfigFailsEveryRank) {
-  LoopbackWorld world(2);
-  std::vector<std::string> messages(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      Config c = testing::test_config();
-      if (r == 0) c.compress_ratio = 0;
-      try {
-        Runtime rt(c, world.communicator(r));
-      } catch (const Error& e) {
-        messages[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Config> configs(2, testing::test_config());
+  configs[0].compress_ratio = 0;
+  const std::vector<std::string> messages = construction_errors(configs);
   for (int r = 0; r < 2; ++r) EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_COMPRESS_RATIO"));
 }
 
