@@ -115,7 +115,8 @@ struct ArcTopKPlanBuffers {
 };
 
 // Issues the plan: K provides the kernels of kernels.h (same names and arguments) plus
-// copy(dst, src, n). Bit-identical to ArcTopK::reduce for the same backend build.
+// copy(dst, src, n) (the feedback pipeline, arctopk_device_feedback.h, also axpby, subtract
+// and momentum_diff). Bit-identical to ArcTopK::reduce for the same backend build.
 template <class K, class Allreduce>
 void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPlanTensor>& tensors,
                       const ArcTopKPlanBuffers& buf, Allreduce&& allreduce) {
@@ -220,6 +221,15 @@ struct CpuArcKernels {
   }
   void fill(float* y, size_t n, float v) { kernels::fill(y, n, v); }
   void scale(float* y, size_t n, float a) { kernels::scale(y, n, a); }
+  void axpby(float a, const float* x, float b, float* y, size_t n) {
+    kernels::axpby(a, x, b, y, n);
+  }
+  void subtract(const float* x, const float* y, float* out, size_t n) {
+    kernels::subtract(x, y, out, n);
+  }
+  void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
+    kernels::momentum_diff(g, v, h, eta, diff, n);
+  }
   void copy(float* dst, const float* src, size_t n) {
     if (n) std::memcpy(dst, src, n * sizeof(float));
   }

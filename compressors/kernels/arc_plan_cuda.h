@@ -42,6 +42,15 @@ struct CudaArcKernels {
   }
   void fill(float* y, size_t n, float v) { kernels::cuda::fill(y, n, v, stream); }
   void scale(float* y, size_t n, float a) { kernels::cuda::scale(y, n, a, stream); }
+  void axpby(float a, const float* x, float b, float* y, size_t n) {
+    kernels::cuda::axpby(a, x, b, y, n, stream);
+  }
+  void subtract(const float* x, const float* y, float* out, size_t n) {
+    kernels::cuda::subtract(x, y, out, n, stream);
+  }
+  void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
+    kernels::cuda::momentum_diff(g, v, h, eta, diff, n, stream);
+  }
   void copy(float* dst, const float* src, size_t n) {
     if (n == 0) return;
     const cudaError_t rc =

@@ -1,0 +1,204 @@
+// The device pipeline (ARC-Top-K plan with error feedback, arctopk_device_feedback.h) run with
+// the CPU kernels against the host pipeline (ErrorFeedback around ArcTopK) on loopback worlds:
+// several steps with state carried between them, every error-feedback kind, warm and cold
+// starts, world sizes 1 to 3, and the in-place case (output aliasing the gradient).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <ostream>
+
+#include "compressors/arctopk_device_feedback.h"
+#include "tests/compressors/compressor_harness.h"
+
+namespace arcreduce {
+namespace testing {
+namespace {
+
+// One rank's device-pipeline state, as the CUDA executor keeps it (here in host memory).
+struct FeedbackState {
+  std::vector<float> e, h, hbar, v;
+  bool started = false;
+  uint64_t steps = 0;
+};
+
+std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, const Config& config,
+                                     const std::vector<TensorSpec>& tensors, const InputFn& input,
+                                     int steps, bool in_place) {
+  std::vector<RankResult> results(world);
+  run_ranks(world, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    RankResult& res = results[rank];
+    std::map<std::string, FeedbackState> states;
+    const FeedbackBuffers need = feedback_buffers(feedback_kind(spec.error_feedback));
+    for (int step = 0; step < steps; ++step) {
+      std::vector<std::vector<float>> in(tensors.size());
+      res.output.assign(tensors.size(), {});
+      res.contribution.assign(tensors.size(), {});
+      std::vector<ArcFeedbackTensor> bucket(tensors.size());
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const size_t n = tensors[t].elements();
+        in[t].resize(n);
+        for (size_t i = 0; i < n; ++i) in[t][i] = input(rank, t, i, step);
+        res.output[t].assign(n, std::nanf(""));
+        FeedbackState& s = states[tensors[t].name];
+        if (need.e) s.e.resize(n, 0.0f);
+        if (need.h) s.h.resize(n, 0.0f);
+        if (need.hbar) s.hbar.resize(n, 0.0f);
+        if (need.v) s.v.resize(n, 0.0f);
+        ArcFeedbackTensor& c = bucket[t];
+        c.name = tensors[t].name;
+        c.shape = tensors[t].shape;
+        c.elements = n;
+        c.step = s.steps;
+        c.input = in[t].data();
+        c.output = in_place ? in[t].data() : res.output[t].data();
+        c.e = s.e.data();
+        c.h = s.h.data();
+        c.hbar = s.hbar.data();
+        c.v = s.v.data();
+        c.started = s.started;
+      }
+      const ArcFeedbackPlan p = plan_arc_feedback(bucket, config, spec, comm.size());
+      std::vector<float> work(p.work_floats), warm(p.warm_floats), first(p.plan.first_floats),
+          second(p.plan.second_floats), scratch(p.plan.scratch_floats);
+      std::vector<int64_t> rows(p.plan.row_count);
+      ArcTopKPlanBuffers buf{first.data(), second.data(), rows.data(), scratch.data()};
+      CpuArcKernels k;
+      run_arc_feedback(k, p, bucket, work.data(), warm.data(), buf, [&](float* data, size_t n) {
+        comm.allreduce(data, n, ScalarType::kFloat32, CollectiveOp::kSum);
+      });
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        FeedbackState& s = states[tensors[t].name];
+        s.started = true;
+        ++s.steps;
+        if (in_place) res.output[t] = in[t];
+      }
+    }
+  });
+  return results;
+}
+
+void expect_same_outputs(const std::vector<RankResult>& want, const std::vector<RankResult>& got,
+                         const std::string& what) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t rank = 0; rank < want.size(); ++rank) {
+    for (size_t t = 0; t < want[rank].output.size(); ++t) {
+      const auto& a = want[rank].output[t];
+      const auto& b = got[rank].output[t];
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << what << ": output of tensor " << t << " on rank " << rank;
+    }
+  }
+}
+
+const std::vector<TensorSpec>& bucket_shapes() {
+  static const std::vector<TensorSpec> tensors = {
+      {"fc.weight", {64, 32}},        // sketch path
+      {"conv.weight", {8, 4, 3, 3}},  // N-D view
+      {"small", {8, 4}},              // exact path
+      {"bias", {5}},                  // dense mean
+      {"empty", {0, 7}},              // 0 elements
+      {"one", {1, 1}},                // 1 element
+      {"tall", {300, 9}},             // sketch path
+  };
+  return tensors;
+}
+
+Config feedback_config(const std::string& init) {
+  Config c;
+  c.sketch_rank = 4;
+  c.min_compress_elements = 0;
+  c.seed = 5;
+  c.ef_init = init;
+  c.ef_momentum = 0.3;
+  return c;
+}
+
+struct Case {
+  int world;
+  std::string ef;
+  std::string init;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.ef << "/" << c.init << " on " << c.world << " ranks";
+}
+
+class ArcFeedbackWorlds : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ArcFeedbackWorlds, MatchesTheHostPipelineOverSteps) {
+  const Case c = GetParam();
+  const Config config = feedback_config(c.init);
+  for (double ratio : {0.05, 0.5}) {
+    const CompressionSpec spec{"arctopk", ratio, c.ef, ""};
+    for (int steps : {1, 2, 4}) {
+      const std::string what = c.ef + "/" + c.init + " ratio " + std::to_string(ratio) + " after " +
+                               std::to_string(steps) + " steps";
+      auto want =
+          run_compressor(c.world, "arctopk", spec, config, bucket_shapes(), smooth_input, steps);
+      auto got = run_pipeline(c.world, spec, config, bucket_shapes(), smooth_input, steps, false);
+      expect_same_outputs(want, got, what);
+      auto in_place =
+          run_pipeline(c.world, spec, config, bucket_shapes(), smooth_input, steps, true);
+      expect_same_outputs(want, in_place, what + " in place");
+    }
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.ef + "_" + info.param.init + "_np" + std::to_string(info.param.world);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ArcFeedbackWorlds,
+                         ::testing::Values(Case{1, "none", "warm"}, Case{2, "none", "warm"},
+                                           Case{3, "none", "warm"}, Case{1, "ef14", "warm"},
+                                           Case{2, "ef14", "warm"}, Case{3, "ef14", "warm"},
+                                           Case{2, "ef21", "warm"}, Case{3, "ef21", "warm"},
+                                           Case{2, "ef21", "zero"}, Case{1, "ef21m", "warm"},
+                                           Case{2, "ef21m", "warm"}, Case{3, "ef21m", "warm"},
+                                           Case{3, "ef21m", "zero"}),
+                         case_name);
+
+TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
+  std::vector<ArcFeedbackTensor> bucket(3);
+  const char* names[] = {"a", "b", "c"};
+  for (size_t i = 0; i < 3; ++i) {
+    bucket[i].name = names[i];
+    bucket[i].shape = {16, 8};
+    bucket[i].elements = 128;
+  }
+  bucket[1].started = true;
+  const CompressionSpec spec{"arctopk", 0.1, "ef21m", ""};
+  const ArcFeedbackPlan warm = plan_arc_feedback(bucket, feedback_config("warm"), spec, 2);
+  EXPECT_EQ(warm.warm, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(warm.compressed, (std::vector<size_t>{1}));
+  EXPECT_EQ(warm.warm_floats, 256u);
+  EXPECT_EQ(warm.work_floats, 3u * 128u);
+  EXPECT_FLOAT_EQ(warm.eta, 0.3f);
+  const ArcFeedbackPlan cold = plan_arc_feedback(bucket, feedback_config("zero"), spec, 2);
+  EXPECT_TRUE(cold.warm.empty());
+  EXPECT_EQ(cold.compressed.size(), 3u);
+  const ArcFeedbackPlan ef14 =
+      plan_arc_feedback(bucket, feedback_config("warm"), {"arctopk", 0.1, "ef14", ""}, 2);
+  EXPECT_TRUE(ef14.warm.empty());
+  EXPECT_EQ(ef14.work_floats, 2u * 3u * 128u);
+}
+
+TEST(ArcFeedbackPlan, UnknownKindIsAnError) {
+  try {
+    feedback_kind("ef99");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ef99"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(feedback_buffers(FeedbackKind::kEf14).e);
+  EXPECT_FALSE(feedback_buffers(FeedbackKind::kEf14).h);
+  EXPECT_TRUE(feedback_buffers(FeedbackKind::kEf21m).v);
+  EXPECT_FALSE(feedback_buffers(FeedbackKind::kEf21).v);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace arcreduce
