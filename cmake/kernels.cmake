@@ -1,7 +1,7 @@
 # Compression kernels (compressors/kernels): one Thrust source, two builds.
 #   arcreduce_kernels       OBJECT library, g++ with Thrust's CPP system; part of libarcreduce.
-#   arcreduce_cuda_kernels  SHARED library, nvcc, only with ARCREDUCE_CUDA; not linked into
-#                           libarcreduce yet (the runtime's CUDA path is a later step).
+#   arcreduce_cuda_kernels  OBJECT library, nvcc, only with ARCREDUCE_CUDA; part of libarcreduce
+#                           (the CUDA device path compresses with it).
 # Included from the top-level CMakeLists.txt after _arcreduce_internal_includes is set.
 
 # Thrust/CUB headers: CUDA's CCCL first, then Debian's libthrust-dev.
@@ -49,10 +49,10 @@ if(ARCREDUCE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   # Ampere and Hopper by default; two architectures keep nvcc's time modest.
   set(ARCREDUCE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures of the kernels")
-  add_library(arcreduce_cuda_kernels SHARED ${_kernels_dir}/kernels_cuda.cu)
+  add_library(arcreduce_cuda_kernels OBJECT ${_kernels_dir}/kernels_cuda.cu)
   set_target_properties(arcreduce_cuda_kernels PROPERTIES
     CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_ARCHITECTURES "${ARCREDUCE_CUDA_ARCHITECTURES}"
-    POSITION_INDEPENDENT_CODE ON VERSION ${PROJECT_VERSION} SOVERSION 0)
+    POSITION_INDEPENDENT_CODE ON)
   # The directory's g++ warning flags (-Wall ...) are not nvcc options: hand them to the host
   # compiler instead.
   get_target_property(_host_flags arcreduce_cuda_kernels COMPILE_OPTIONS)

@@ -219,6 +219,7 @@ void StateStore::load(const std::string& path, int rank, int size) {
   if (in.pos() != bytes.size() - sizeof(stored)) in.fail("trailing bytes: corrupted");
   states_ = std::move(states);
   loaded_ = true;
+  if (mirror_) mirror_->invalidate();
 }
 
 }  // namespace arcreduce

@@ -31,6 +31,20 @@ struct TensorState {
   std::map<std::string, std::vector<double>> doubles;
 };
 
+class StateStore;
+
+// TensorState buffers kept elsewhere between steps: the CUDA path keeps the error feedback of
+// CUDA tensors in device memory (docs/cuda.md) and only their counters and flags here. Both
+// calls come with the store's mutex held, from any thread.
+class StateMirror {
+ public:
+  virtual ~StateMirror() = default;
+  // Copies the mirrored buffers into the store's TensorStates (before save()). Throws Error.
+  virtual void write_back(StateStore& store) = 0;
+  // load() replaced the store's buffers: the mirror re-reads them before it next uses its own.
+  virtual void invalidate() = 0;
+};
+
 class StateStore {
  public:
   // The state of `name`. A tensor whose element count changed starts over, except when its
@@ -49,9 +63,17 @@ class StateStore {
 
   std::mutex& mutex() const { return mutex_; }
 
+  // One mirror at a time (null detaches); the caller holds the mutex.
+  void set_mirror(StateMirror* mirror) { mirror_ = mirror; }
+  // Brings the mirrored buffers into the store, if there is a mirror; the caller holds the mutex.
+  void write_back_mirror() {
+    if (mirror_) mirror_->write_back(*this);
+  }
+
  private:
   std::map<std::string, TensorState> states_;
   bool loaded_ = false;  // states_ came from a file
+  StateMirror* mirror_ = nullptr;
   mutable std::mutex mutex_;
 };
 

@@ -36,7 +36,7 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
                                                               : kMultiHostChunkBytes),
       device_(ctx.device_executor_factory ? ctx.device_executor_factory(ctx)
-                                          : make_device_executor(ctx)) {}
+                                          : make_device_executor(ctx, state)) {}
 
 std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEntry*>& entries,
                                                       const TensorSignature& signature,

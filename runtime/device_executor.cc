@@ -6,7 +6,7 @@
 #if !ARCREDUCE_CUDA
 namespace arcreduce {
 
-std::unique_ptr<DeviceExecutor> make_device_executor(Context&) {
+std::unique_ptr<DeviceExecutor> make_device_executor(Context&, StateStore&) {
   return nullptr;
 }
 

@@ -9,6 +9,7 @@
 
 #include "arcreduce/stats.h"
 #include "compressors/phase_log.h"
+#include "compressors/tensor_state.h"
 #include "runtime/context.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -40,8 +41,10 @@ class DeviceExecutor {
                                                 const HostPath& host_path) = 0;
 };
 
-// nullptr in a build without CUDA. Creates no CUDA state until the first run().
-std::unique_ptr<DeviceExecutor> make_device_executor(Context& ctx);
+// nullptr in a build without CUDA. Creates no CUDA state until the first run(). `state` is the
+// runtime's compressor state: counters of CUDA tensors live there, and their error-feedback
+// buffers are mirrored in device memory (the executor attaches itself as the store's mirror).
+std::unique_ptr<DeviceExecutor> make_device_executor(Context& ctx, StateStore& state);
 
 // For a tensor submitted without a ready_event: a runtime-owned event recorded now on the
 // legacy default stream of `device`, which orders after all work queued so far on every

@@ -44,8 +44,9 @@ void Runtime::shutdown() {
   if (coordinator_) coordinator_->shutdown();
 }
 
-void Runtime::save_state(const std::string& path) const {
+void Runtime::save_state(const std::string& path) {
   std::lock_guard<std::mutex> lock(state_.mutex());
+  state_.write_back_mirror();  // error feedback of CUDA tensors, from device memory
   state_.save(path, ctx_.rank, ctx_.size);
 }
 

@@ -34,7 +34,7 @@ class Runtime {
   bool running() const { return !queue_.closed(); }
   Stats stats() const { return coordinator_->stats(); }
   // Compressor state of this rank (error feedback, step counters); throw Error on failure.
-  void save_state(const std::string& path) const;
+  void save_state(const std::string& path);
   void load_state(const std::string& path);
 
   int rank() const { return ctx_.rank; }

@@ -1,16 +1,27 @@
 // The CUDA device path (docs/cuda.md): per device one runtime-owned stream, a device fusion
-// buffer and a pinned staging buffer. Dense buckets are packed on the device (batched copies),
-// reduced by a CUDA-aware MPI in device memory or staged through pinned memory chunk by chunk,
-// and unpacked with the average's scaling; compressed buckets are compressed on the host.
+// buffer, a device workspace and a pinned staging buffer. Dense buckets are packed on the device
+// (batched copies), reduced by a CUDA-aware MPI in device memory or staged through pinned memory
+// chunk by chunk, and unpacked with the average's scaling. ARC-Top-K buckets are compressed on
+// the device (arctopk_device_feedback.h, error feedback in device memory): only the sketch and
+// the packed rows are reduced, staged when MPI cannot take device memory. Other compressors run
+// on host copies of the bucket.
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 
+#include "compressors/arctopk_device_feedback.h"
+#include "compressors/kernels/arc_plan_cuda.h"
+#include "compressors/kernels/kernels.h"
+#include "compressors/kernels/kernels_cuda.h"
+#include "compressors/selection_check.h"
 #include "ops/copy_batch.h"
 #include "ops/cuda/copy_batch_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_handles.h"
 #include "ops/mpi_cuda_support.h"
 #include "ops/staging_chunks.h"
+#include "runtime/cuda/device_feedback_store.h"
 #include "runtime/device_executor.h"
 #include "runtime/reduce_dtype.h"
 
@@ -52,13 +63,22 @@ struct DeviceState {
   explicit DeviceState(int device) : stream(device) {}
   cuda::Stream stream;
   cuda::DeviceMemory fusion;
+  cuda::DeviceMemory workspace;  // compressed buckets: fp32 copies, EF scratch, plan buffers
+  cuda::DeviceMemory rows;       // compressed buckets: selected row indices
   cuda::PinnedMemory staging;
   std::vector<std::unique_ptr<Event>> chunk_events;
 };
 
 class CudaDeviceExecutor : public DeviceExecutor {
  public:
-  explicit CudaDeviceExecutor(Context& ctx) : ctx_(ctx) {}
+  CudaDeviceExecutor(Context& ctx, StateStore& state) : ctx_(ctx), state_(state) {
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    state_.set_mirror(&feedback_);
+  }
+  ~CudaDeviceExecutor() override {
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    state_.set_mirror(nullptr);
+  }
 
   std::unique_ptr<DeviceCompletion> run(const std::vector<TensorEntry*>& entries,
                                         const TensorSignature& signature, Stats& stats,
@@ -78,6 +98,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
     wait_for_producers(entries, d.stream.get());
     if (signature.compression.compressor == "none") {
       run_dense(entries, signature, d, stats, cstats);
+    } else if (signature.compression.compressor == "arctopk") {
+      run_compressed(entries, signature, device, d, stats, cstats);
     } else {
       run_on_host(entries, d, stats, host_path);
     }
@@ -148,12 +170,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     t = std::chrono::steady_clock::now();
     phases_->begin("values collective", "communicate");
     const TrafficCounters before = ctx_.comm->traffic();
-    if (ctx_.comm->allreduce_accepts_device_memory(type, count)) {
-      d.stream.synchronize();  // MPI knows no streams: the packed buffer must be complete
-      ctx_.comm->allreduce(fused, count, type, CollectiveOp::kSum);
-    } else {
-      reduce_staged(d, fused, count, type);
-    }
+    allreduce_device(d, fused, count, type);
     const TrafficCounters after = ctx_.comm->traffic();
     cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
     cstats.bytes_received += after.bytes_received - before.bytes_received;
@@ -163,6 +180,18 @@ class CudaDeviceExecutor : public DeviceExecutor {
     phases_->begin("unpack", "decompress");
     launch(unpack, type, average && !scales_before_sum(signature.dtype), inv_size, stream);
     stats.copy_seconds += seconds_since(t);
+  }
+
+  // Sums `count` values of device memory in place across ranks: MPI on the device pointer when it
+  // is CUDA-aware for this type, else staged through pinned memory.
+  void allreduce_device(DeviceState& d, void* data, size_t count, ScalarType type) {
+    if (count == 0) return;
+    if (ctx_.comm->allreduce_accepts_device_memory(type, count)) {
+      d.stream.synchronize();  // MPI knows no streams: the buffer must be complete
+      ctx_.comm->allreduce(data, count, type, CollectiveOp::kSum);
+    } else {
+      reduce_staged(d, static_cast<uint8_t*>(data), count, type);
+    }
   }
 
   // All chunks' device-to-host copies are queued at once, each followed by an event; chunk c is
@@ -189,7 +218,144 @@ class CudaDeviceExecutor : public DeviceExecutor {
     }
   }
 
-  // Compressed buckets: the tensors cross to pinned host memory, the CPU executor reduces them
+  // ARC-Top-K buckets, as BucketExecutor::run_host on the device: tensors still in their warm-up
+  // steps take the dense path, the others the device pipeline. The state mutex is held
+  // throughout, so save_state/load_state see the device buffers between buckets only.
+  void run_compressed(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                      int device, DeviceState& d, Stats& stats, CompressorStats& cstats) {
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    std::vector<TensorEntry*> warmup, compressed;
+    for (TensorEntry* e : entries) {
+      TensorState& s = state_.get(e->name, static_cast<size_t>(e->signature.elements()));
+      (static_cast<int64_t>(s.reductions) < ctx_.config.warmup_steps ? warmup : compressed)
+          .push_back(e);
+      ++s.reductions;
+    }
+    if (!warmup.empty()) {
+      cstats.warmup_tensors += warmup.size();
+      run_dense(warmup, signature, d, stats, cstats);
+    }
+    if (!compressed.empty()) run_arctopk(compressed, signature, device, d, stats, cstats);
+  }
+
+  void run_arctopk(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
+                   int device, DeviceState& d, Stats& stats, CompressorStats& cstats) {
+    auto t = std::chrono::steady_clock::now();
+    phases_->begin("fuse", "fuse");
+    const cudaStream_t stream = d.stream.get();
+    const bool fp32 = signature.dtype == DType::kFloat32;
+    const FeedbackBuffers need =
+        feedback_buffers(feedback_kind(signature.compression.error_feedback));
+    std::vector<ArcFeedbackTensor> bucket(entries.size());
+    std::vector<size_t> cast_at(entries.size(), 0);
+    size_t cast_floats = 0;  // fp32 working copies of the other dtypes
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const TensorEntry& e = *entries[i];
+      ArcFeedbackTensor& c = bucket[i];
+      c.name = e.name;
+      c.shape = e.signature.shape;
+      c.elements = static_cast<size_t>(e.signature.elements());
+      const TensorState& s = state_.get(c.name, c.elements);
+      c.step = s.compressed_steps;
+      c.started = s.ef_started;
+      if (!fp32) {
+        cast_at[i] = cast_floats;
+        cast_floats += c.elements;
+      }
+    }
+    const ArcFeedbackPlan p =
+        plan_arc_feedback(bucket, ctx_.config, signature.compression, ctx_.size);
+    const ArcTopKPlan& plan = p.plan;
+    const size_t floats = cast_floats + p.work_floats + p.warm_floats + plan.first_floats +
+                          plan.second_floats + plan.scratch_floats;
+    const size_t float_bytes = std::max<size_t>(floats * sizeof(float), 1);
+    const size_t row_bytes = std::max<size_t>(plan.row_count * sizeof(int64_t), 1);
+    // Growth drops the old memory: the previous bucket's queued work may still read it.
+    if (float_bytes > d.workspace.capacity() || row_bytes > d.rows.capacity()) {
+      d.stream.synchronize();
+    }
+    float* cast = static_cast<float*>(d.workspace.reserve(float_bytes));
+    auto* rows = static_cast<int64_t*>(d.rows.reserve(row_bytes));
+    float* work = cast + cast_floats;
+    float* warm = work + p.work_floats;
+    ArcTopKPlanBuffers buf;
+    buf.first = warm + p.warm_floats;
+    buf.second = buf.first + plan.first_floats;
+    buf.scratch = buf.second + plan.second_floats;
+    buf.rows = rows;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const TensorEntry& e = *entries[i];
+      ArcFeedbackTensor& c = bucket[i];
+      feedback_.bind(c, need, device, stream, state_.get(c.name, c.elements));
+      if (fp32) {
+        c.input = c.output = static_cast<float*>(e.tensor.data);  // every kind reads g first
+      } else {
+        c.input = c.output = cast + cast_at[i];
+        kernels::cuda::to_float(e.tensor.data, e.signature.dtype, c.output, c.elements, stream);
+      }
+    }
+    stats.copy_seconds += seconds_since(t);
+
+    t = std::chrono::steady_clock::now();
+    phases_->begin("compress", "compress");
+    const TrafficCounters before = ctx_.comm->traffic();
+    CudaArcKernels k;
+    k.stream = stream;
+    run_arc_feedback(k, p, bucket, work, warm, buf, [&](float* data, size_t n) {
+      phases_->begin("collective", "communicate");
+      allreduce_device(d, data, n, ScalarType::kFloat32);
+      phases_->begin("compress", "compress");
+    });
+    if (ctx_.config.check_consistency) check_selection(p, bucket, rows, d);
+    const TrafficCounters after = ctx_.comm->traffic();
+    cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
+    cstats.bytes_received += after.bytes_received - before.bytes_received;
+    cstats.sketch_bytes += plan.sketch_bytes;
+    cstats.value_bytes += plan.value_bytes;
+    cstats.selected_rows += plan.selected_rows;
+    cstats.dense_fallbacks += plan.dense_fallbacks;
+    stats.compression_seconds += seconds_since(t);
+
+    t = std::chrono::steady_clock::now();
+    phases_->begin("unpack", "decompress");
+    const bool feedback = p.kind != FeedbackKind::kNone;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      TensorEntry& e = *entries[i];
+      const ArcFeedbackTensor& c = bucket[i];
+      if (signature.op == ReduceOp::kSum) {
+        kernels::cuda::scale(c.output, c.elements, static_cast<float>(ctx_.size), stream);
+      }
+      if (!fp32) {
+        kernels::cuda::from_float(c.output, e.signature.dtype, e.tensor.data, c.elements, stream);
+      }
+      TensorState& s = state_.get(c.name, c.elements);
+      ++s.compressed_steps;
+      if (feedback) s.ef_started = true;
+    }
+    stats.copy_seconds += seconds_since(t);
+  }
+
+  // ARCREDUCE_CHECK_CONSISTENCY: the selected rows, hashed on the host, compared across ranks.
+  void check_selection(const ArcFeedbackPlan& p, const std::vector<ArcFeedbackTensor>& bucket,
+                       const int64_t* rows, DeviceState& d) {
+    std::vector<int64_t> host(p.plan.row_count);
+    if (!host.empty()) {
+      ARC_CUDA_CHECK(cudaMemcpyAsync(host.data(), rows, host.size() * sizeof(int64_t),
+                                     cudaMemcpyDeviceToHost, d.stream.get()));
+    }
+    d.stream.synchronize();
+    std::vector<std::string> names;
+    std::vector<uint64_t> hashes;
+    for (size_t j = 0; j < p.compressed.size(); ++j) {
+      const ArcTopKPlan::Item& it = p.plan.items[j];
+      if (it.path == ArcTopKPlan::Path::kDense) continue;
+      names.push_back(bucket[p.compressed[j]].name);
+      hashes.push_back(kernels::hash_indices(host.data() + it.rows, it.k));
+    }
+    check_same_selection(*ctx_.comm, names, hashes);
+  }
+
+  // Other compressors: the tensors cross to pinned host memory, the CPU executor reduces them
   // there (same kernels and state as CPU tensors), and the results go back.
   void run_on_host(const std::vector<TensorEntry*>& entries, DeviceState& d, Stats& stats,
                    const HostPath& host_path) {
@@ -234,14 +400,16 @@ class CudaDeviceExecutor : public DeviceExecutor {
   }
 
   Context& ctx_;
-  PhaseLog* phases_ = nullptr;  // of the current run()
+  StateStore& state_;
+  DeviceFeedbackStore feedback_;  // error feedback of CUDA tensors, mirrored into state_
+  PhaseLog* phases_ = nullptr;    // of the current run()
   std::map<int, std::unique_ptr<DeviceState>> devices_;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceExecutor> make_device_executor(Context& ctx) {
-  return std::make_unique<CudaDeviceExecutor>(ctx);
+std::unique_ptr<DeviceExecutor> make_device_executor(Context& ctx, StateStore& state) {
+  return std::make_unique<CudaDeviceExecutor>(ctx, state);
 }
 
 std::shared_ptr<void> record_default_stream(int device) {
