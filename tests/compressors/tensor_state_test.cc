@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "arcreduce/status.h"
 
@@ -134,6 +135,45 @@ TEST(StateStore, RejectsOtherVersionsTruncationAndCorruption) {
   flipped[flipped.size() - 12] ^= 1;
   write_file(path, flipped);
   EXPECT_THAT(message_of([&] { loaded.load(path, 0, 1); }), HasSubstr("checksum"));
+  std::remove(path.c_str());
+}
+
+// A mirror that keeps tensor "w"'s residual elsewhere, as the CUDA path keeps it on the device.
+class RecordingMirror : public StateMirror {
+ public:
+  std::vector<float> residual = {1.5f, -2.0f, 0.25f};
+  int write_backs = 0, invalidations = 0;
+  void write_back(StateStore& store) override {
+    ++write_backs;
+    store.get("w", residual.size()).e = residual;
+  }
+  void invalidate() override { ++invalidations; }
+};
+
+TEST(StateStore, MirrorWritesBackBeforeSaveAndIsInvalidatedByLoad) {
+  const std::string path = temp_path("mirror");
+  StateStore store;
+  store.get("w", 3).ef_started = true;
+  RecordingMirror mirror;
+  store.write_back_mirror();  // no mirror yet: nothing happens
+  store.set_mirror(&mirror);
+  store.write_back_mirror();
+  EXPECT_EQ(mirror.write_backs, 1);
+  store.save(path, 0, 2);
+
+  StateStore loaded;
+  RecordingMirror other;
+  loaded.set_mirror(&other);
+  loaded.load(path, 0, 2);
+  EXPECT_EQ(other.invalidations, 1);
+  EXPECT_EQ(other.write_backs, 0);
+  // The saved file holds the mirrored residual, not the store's empty vector of before.
+  EXPECT_EQ(loaded.get("w", 3).e, mirror.residual);
+  EXPECT_TRUE(loaded.get("w", 3).ef_started);
+
+  loaded.set_mirror(nullptr);  // detached: load no longer reaches it
+  loaded.load(path, 0, 2);
+  EXPECT_EQ(other.invalidations, 1);
   std::remove(path.c_str());
 }
 

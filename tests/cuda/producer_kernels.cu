@@ -30,15 +30,25 @@ __global__ void ramp(void* data, size_t n, arcreduce::DType dtype, float base, f
   }
 }
 
-}  // namespace
-
-void delayed_ramp(void* data, size_t n, arcreduce::DType dtype, float base, float step,
-                  int microseconds, cudaStream_t stream) {
+void spin_for(int microseconds, cudaStream_t stream) {
   int device = 0, khz = 1000000;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device);
   if (microseconds > 0)
     spin<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * microseconds / 1000);
+}
+
+}  // namespace
+
+void spin_then_copy(void* dst, const void* src, size_t bytes, int microseconds,
+                    cudaStream_t stream) {
+  spin_for(microseconds, stream);
+  if (bytes > 0) cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+}
+
+void delayed_ramp(void* data, size_t n, arcreduce::DType dtype, float base, float step,
+                  int microseconds, cudaStream_t stream) {
+  spin_for(microseconds, stream);
   if (n > 0)
     ramp<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(data, n, dtype, base, step);
 }

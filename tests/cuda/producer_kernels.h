@@ -16,5 +16,9 @@ namespace arcreduce_test {
 // data[i] = base + step * i in `dtype`, all on `stream`.
 void delayed_ramp(void* data, size_t n, arcreduce::DType dtype, float base, float step,
                   int microseconds, cudaStream_t stream);
+// Spins as delayed_ramp, then copies `bytes` from host memory `src` (kept alive by the caller
+// until the stream has run) to `dst`, on `stream`.
+void spin_then_copy(void* dst, const void* src, size_t bytes, int microseconds,
+                    cudaStream_t stream);
 
 }  // namespace arcreduce_test
