@@ -11,6 +11,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "arcreduce/build_config.h"
 #include "arcreduce/status.h"
 #include "runtime/config_fields.h"
 
@@ -69,6 +70,11 @@ const std::vector<std::string>& error_feedback_names() {
 
 const std::vector<std::string>& granularity_names() {
   static const std::vector<std::string> names = {"element", "row"};
+  return names;
+}
+
+const std::vector<std::string>& cuda_transport_names() {
+  static const std::vector<std::string> names = {"auto", "nccl", "mpi"};
   return names;
 }
 
@@ -133,6 +139,12 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   }
   if (c.powersgd_rank < 1) {
     reject(kEnvPowerSgdRank, std::to_string(c.powersgd_rank), "an integer >= 1");
+  }
+  check_choice(kEnvCudaTransport, c.cuda_transport, cuda_transport_names());
+  // Rejected at start-up rather than at the first CUDA bucket, where it would fail every op.
+  if (!ARCREDUCE_NCCL && c.cuda_transport == "nccl") {
+    reject(kEnvCudaTransport, c.cuda_transport,
+           "auto or mpi (this build of arcreduce has no NCCL)");
   }
 }
 
@@ -201,6 +213,7 @@ Config Config::from_env() {
     c.oktopk_rebalance = v == "1";
   });
   get(kEnvPowerSgdRank, [&](auto& k, auto& v) { c.powersgd_rank = parse_int(k, v); });
+  get(kEnvCudaTransport, [&](auto&, auto& v) { c.cuda_transport = v; });
   validate_config(c, env);
   return c;
 }

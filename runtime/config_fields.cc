@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "arcreduce/build_config.h"
+
 namespace arcreduce {
 
 const std::vector<std::string>& config_variables() {
@@ -27,7 +29,8 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvOkTopkTau,
                                                 kEnvOkTopkTauPrime,
                                                 kEnvOkTopkRebalance,
-                                                kEnvPowerSgdRank};
+                                                kEnvPowerSgdRank,
+                                                kEnvCudaTransport};
   return vars;
 }
 
@@ -53,7 +56,13 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
       {kEnvOkTopkTauPrime, str(c.oktopk_tau_prime)},
       {kEnvOkTopkRebalance, str(c.oktopk_rebalance)},
       {kEnvPowerSgdRank, str(c.powersgd_rank)},
+      {kEnvCudaTransport, cuda_transport_family(c.cuda_transport, ARCREDUCE_NCCL != 0)},
   };
+}
+
+std::string cuda_transport_family(const std::string& cuda_transport, bool nccl_built) {
+  const bool nccl = cuda_transport == "nccl" || (cuda_transport == "auto" && nccl_built);
+  return nccl ? "nccl" : "mpi";
 }
 
 }  // namespace arcreduce

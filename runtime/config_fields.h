@@ -32,6 +32,7 @@ constexpr const char* kEnvOkTopkTau = "ARCREDUCE_OKTOPK_TAU";
 constexpr const char* kEnvOkTopkTauPrime = "ARCREDUCE_OKTOPK_TAU_PRIME";
 constexpr const char* kEnvOkTopkRebalance = "ARCREDUCE_OKTOPK_REBALANCE";
 constexpr const char* kEnvPowerSgdRank = "ARCREDUCE_POWERSGD_RANK";
+constexpr const char* kEnvCudaTransport = "ARCREDUCE_CUDA_TRANSPORT";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();
@@ -39,9 +40,18 @@ const std::vector<std::string>& compressor_names();
 const std::vector<std::string>& error_feedback_names();
 const std::vector<std::string>& log_level_names();
 const std::vector<std::string>& granularity_names();
+// ARCREDUCE_CUDA_TRANSPORT: "auto", "nccl", "mpi" (choose_cuda_transport() in
+// ops/mpi_cuda_support.h says what each means).
+const std::vector<std::string>& cuda_transport_names();
 
 // "VAR=value" lines of the settings that must be identical on every rank (fusion and the
-// response cache are planned locally; shared randomness and algorithms must agree).
+// response cache are planned locally; shared randomness and algorithms must agree). The CUDA
+// transport is compared as what it means in this build ("nccl" or "mpi"; "auto" is "nccl" in a
+// build with NCCL): a rank in NCCL's All-Reduce and one in MPI's would wait for each other
+// forever, whereas CUDA-aware MPI and staged MPI calls match each other.
 std::vector<std::pair<std::string, std::string>> must_match_settings(const Config& config);
+// "nccl" or "mpi": whether `cuda_transport` (a value of ARCREDUCE_CUDA_TRANSPORT) makes a build
+// with (`nccl_built`) or without NCCL reduce dense CUDA buckets through NCCL.
+std::string cuda_transport_family(const std::string& cuda_transport, bool nccl_built);
 
 }  // namespace arcreduce

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "arcreduce/build_config.h"
 #include "arcreduce/config.h"
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
@@ -35,6 +36,7 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_EQ(c.cache_capacity, 1024);
   EXPECT_EQ(c.log_level, "warning");
   EXPECT_GT(c.stall_shutdown_seconds, 0);  // finite by default
+  EXPECT_EQ(c.cuda_transport, "auto");
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -62,6 +64,7 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_OKTOPK_TAU_PRIME", "128");
   env.set("ARCREDUCE_OKTOPK_REBALANCE", "1");
   env.set("ARCREDUCE_POWERSGD_RANK", "4");
+  env.set("ARCREDUCE_CUDA_TRANSPORT", "mpi");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -86,6 +89,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.oktopk_tau_prime, 128);
   EXPECT_TRUE(c.oktopk_rebalance);
   EXPECT_EQ(c.powersgd_rank, 4);
+  EXPECT_EQ(c.cuda_transport, "mpi");
 }
 
 struct BadValue {
@@ -139,7 +143,52 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_POWERSGD_RANK", "0", ">= 1"},
                       BadValue{"ARCREDUCE_POWERSGD_RANK", "2.5", "integer"},
                       BadValue{"ARCREDUCE_CHECK_CONSISTENCY", "yes", "0 or 1"},
+                      BadValue{"ARCREDUCE_CUDA_TRANSPORT", "gloo", "auto, nccl, mpi"},
+                      BadValue{"ARCREDUCE_CUDA_TRANSPORT", "NCCL", "auto, nccl, mpi"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
+
+// "nccl" needs a build with NCCL: rejected at start-up otherwise, naming the variable.
+TEST(Config, CudaTransportNcclNeedsABuildWithNccl) {
+  EnvGuard env;
+  env.set("ARCREDUCE_CUDA_TRANSPORT", "nccl");
+  Config programmatic;
+  programmatic.cuda_transport = "nccl";
+  if (ARCREDUCE_NCCL) {
+    EXPECT_EQ(Config::from_env().cuda_transport, "nccl");
+    EXPECT_NO_THROW(programmatic.validate());
+    return;
+  }
+  for (int from_env = 0; from_env < 2; ++from_env) {
+    try {
+      if (from_env) {
+        Config::from_env();
+      } else {
+        programmatic.validate();
+      }
+      FAIL() << "a build without NCCL accepted ARCREDUCE_CUDA_TRANSPORT=nccl";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("ARCREDUCE_CUDA_TRANSPORT='nccl' is invalid"));
+      EXPECT_THAT(e.what(), HasSubstr("auto or mpi (this build of arcreduce has no NCCL)"));
+    }
+  }
+}
+
+TEST(Config, CudaTransportIsAgreedAsWhatItMeansInTheBuild) {
+  EXPECT_EQ(cuda_transport_family("auto", true), "nccl");
+  EXPECT_EQ(cuda_transport_family("auto", false), "mpi");
+  EXPECT_EQ(cuda_transport_family("nccl", false), "nccl");
+  EXPECT_EQ(cuda_transport_family("nccl", true), "nccl");
+  EXPECT_EQ(cuda_transport_family("mpi", true), "mpi");
+  EXPECT_EQ(cuda_transport_family("mpi", false), "mpi");
+  Config c;
+  bool listed = false;
+  for (const auto& kv : must_match_settings(c)) {
+    if (kv.first != kEnvCudaTransport) continue;
+    listed = true;
+    EXPECT_EQ(kv.second, ARCREDUCE_NCCL ? "nccl" : "mpi");
+  }
+  EXPECT_TRUE(listed);
+}
 
 // Configuration errors reach every rank, whichever rank has them.
 TEST(ConfigAgreement, OneBadRankFailsEveryRank) {
@@ -200,6 +249,22 @@ TEST(ConfigAgreement, PowerSgdRankMustMatch) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_POWERSGD_RANK must be the same on every rank"));
     EXPECT_THAT(messages[r], HasSubstr("rank 1 has '2'"));
+  }
+}
+
+// A rank in NCCL's All-Reduce and one in MPI's would wait for each other forever: in a build
+// with NCCL, "auto" (NCCL) and "mpi" differ; in one without, both mean MPI and agree.
+TEST(ConfigAgreement, CudaTransportMustMeanTheSameOnEveryRank) {
+  std::vector<Config> configs(3, testing::test_config());
+  configs[2].cuda_transport = "mpi";
+  const std::vector<std::string> messages = construction_errors(configs);
+  for (int r = 0; r < 3; ++r) {
+    if (ARCREDUCE_NCCL) {
+      EXPECT_THAT(messages[r], HasSubstr("ARCREDUCE_CUDA_TRANSPORT must be the same on every rank: "
+                                         "rank 0 has 'nccl', rank 2 has 'mpi'"));
+    } else {
+      EXPECT_EQ(messages[r], "") << r;
+    }
   }
 }
 

@@ -38,6 +38,10 @@ struct Config {
   // PowerSGD (docs/compressors.md, "PowerSGD"): rank q of the approximation P Q^T (PyTorch's
   // matrix_approximation_rank).
   int64_t powersgd_rank = 1;  // ARCREDUCE_POWERSGD_RANK, >= 1
+  // ARCREDUCE_CUDA_TRANSPORT: how dense sums of CUDA tensors travel (docs/cuda.md, "Transport").
+  // "auto": NCCL in a build with NCCL, else MPI (CUDA-aware when detected, else staged through
+  // pinned memory); "nccl": always NCCL (rejected by a build without it); "mpi": never NCCL.
+  std::string cuda_transport = "auto";
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).
