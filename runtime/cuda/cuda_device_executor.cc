@@ -19,8 +19,11 @@
 #include "ops/cuda/copy_batch_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_handles.h"
+#include "ops/cuda/nccl_communicator.h"
+#include "ops/mpi_communicator.h"
 #include "ops/mpi_cuda_support.h"
 #include "ops/staging_chunks.h"
+#include "ops/traffic_estimates.h"
 #include "runtime/cuda/device_feedback_store.h"
 #include "runtime/device_executor.h"
 #include "runtime/reduce_dtype.h"
@@ -39,29 +42,38 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The bucket's completion event; a bucket that went through NCCL also asks NCCL whether its
+// collectives failed asynchronously once the event is reached (a failed NCCL kernel can end
+// without a CUDA error).
 class EventCompletion : public DeviceCompletion {
  public:
-  EventCompletion(int device, cudaStream_t stream) : device_(device) {
+  EventCompletion(int device, cudaStream_t stream, cuda::NcclCommunicator* nccl)
+      : device_(device), nccl_(nccl) {
     DeviceGuard guard(device_);
     event_.record(stream);
   }
   bool ready() override {
     DeviceGuard guard(device_);
-    return event_.ready();
+    if (!event_.ready()) return false;
+    if (nccl_) nccl_->check_async();
+    return true;
   }
   void wait() override {
     DeviceGuard guard(device_);
     event_.synchronize();
+    if (nccl_) nccl_->check_async();
   }
 
  private:
   int device_;
+  cuda::NcclCommunicator* nccl_;  // owned by the executor's DeviceState, which outlives this
   Event event_;
 };
 
 struct DeviceState {
   explicit DeviceState(int device) : stream(device) {}
   cuda::Stream stream;
+  std::unique_ptr<cuda::NcclCommunicator> nccl;  // created by the first bucket NCCL reduces
   cuda::DeviceMemory fusion;
   cuda::DeviceMemory workspace;  // compressed buckets: fp32 copies, EF scratch, plan buffers
   cuda::DeviceMemory rows;       // compressed buckets: selected row indices
@@ -95,6 +107,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     DeviceGuard guard(device);
     DeviceState& d = state(device);
     phases_ = &phases;
+    used_nccl_ = false;
     wait_for_producers(entries, d.stream.get());
     if (signature.compression.compressor == "none") {
       run_dense(entries, signature, d, stats, cstats);
@@ -103,7 +116,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
     } else {
       run_on_host(entries, d, stats, host_path);
     }
-    return std::make_unique<EventCompletion>(device, d.stream.get());
+    return std::make_unique<EventCompletion>(device, d.stream.get(),
+                                             used_nccl_ ? d.nccl.get() : nullptr);
   }
 
  private:
@@ -111,9 +125,14 @@ class CudaDeviceExecutor : public DeviceExecutor {
     auto it = devices_.find(device);
     if (it == devices_.end()) {
       it = devices_.emplace(device, std::make_unique<DeviceState>(device)).first;
-      std::string reason;
-      choose_device_transport(mpi_cuda_support_compiled(), mpi_cuda_support_runtime(), &reason);
-      ctx_.log->info("CUDA device {}: runtime stream created; {}", device, reason);
+      std::string mpi, fp32;
+      choose_device_transport(mpi_cuda_support_compiled(), mpi_cuda_support_runtime(), &mpi);
+      choose_cuda_transport(ctx_.config.cuda_transport, cuda::nccl_compiled(),
+                            dynamic_cast<MpiCommunicator*>(ctx_.comm.get()) != nullptr,
+                            ctx_.comm->allreduce_accepts_device_memory(ScalarType::kFloat32, 1),
+                            ScalarType::kFloat32, &fp32);
+      ctx_.log->info("CUDA device {}: runtime stream created; {}; fp32 sums: {}", device, mpi,
+                     fp32);
     }
     return *it->second;
   }
@@ -169,9 +188,9 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
     t = std::chrono::steady_clock::now();
     phases_->begin("values collective", "communicate");
-    const TrafficCounters before = ctx_.comm->traffic();
+    const TrafficCounters before = traffic();
     allreduce_device(d, fused, count, type);
-    const TrafficCounters after = ctx_.comm->traffic();
+    const TrafficCounters after = traffic();
     cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
     cstats.bytes_received += after.bytes_received - before.bytes_received;
     stats.communication_seconds += seconds_since(t);
@@ -182,16 +201,43 @@ class CudaDeviceExecutor : public DeviceExecutor {
     stats.copy_seconds += seconds_since(t);
   }
 
-  // Sums `count` values of device memory in place across ranks: MPI on the device pointer when it
-  // is CUDA-aware for this type, else staged through pinned memory.
+  // Sums `count` values of device memory in place across ranks, by the transport
+  // ARCREDUCE_CUDA_TRANSPORT picks (the same on every rank): NCCL enqueued on the runtime stream,
+  // MPI on the device pointer when it is CUDA-aware for this type, else staged through pinned
+  // memory. The NCCL communicator is created by the first call that needs it: buckets run in
+  // the negotiated order, so every rank creates it at the same point.
   void allreduce_device(DeviceState& d, void* data, size_t count, ScalarType type) {
     if (count == 0) return;
-    if (ctx_.comm->allreduce_accepts_device_memory(type, count)) {
+    const DeviceTransport transport =
+        choose_cuda_transport(ctx_.config.cuda_transport, cuda::nccl_compiled(),
+                              dynamic_cast<MpiCommunicator*>(ctx_.comm.get()) != nullptr,
+                              ctx_.comm->allreduce_accepts_device_memory(type, count), type);
+    if (transport == DeviceTransport::kNccl) {
+      if (!d.nccl) {
+        d.nccl = cuda::NcclCommunicator::create(*ctx_.comm, d.stream.device());
+        ctx_.log->info("CUDA device {}: NCCL communicator of {} ranks created", d.stream.device(),
+                       d.nccl->size());
+      }
+      d.nccl->allreduce(data, count, type, d.stream.get());
+      used_nccl_ = true;
+      // NCCL's bytes never reach the communicator's counters: its ring's, estimated.
+      const TrafficCounters t = allreduce_traffic(count, scalar_size(type), ctx_.size, ctx_.rank);
+      nccl_traffic_.bytes_sent += t.bytes_sent;
+      nccl_traffic_.bytes_received += t.bytes_received;
+    } else if (transport == DeviceTransport::kCudaAwareMpi) {
       d.stream.synchronize();  // MPI knows no streams: the buffer must be complete
       ctx_.comm->allreduce(data, count, type, CollectiveOp::kSum);
     } else {
       reduce_staged(d, static_cast<uint8_t*>(data), count, type);
     }
+  }
+
+  // The communicator's traffic plus NCCL's estimate: bucket statistics take differences of it.
+  TrafficCounters traffic() const {
+    TrafficCounters t = ctx_.comm->traffic();
+    t.bytes_sent += nccl_traffic_.bytes_sent;
+    t.bytes_received += nccl_traffic_.bytes_received;
+    return t;
   }
 
   // All chunks' device-to-host copies are queued at once, each followed by an event; chunk c is
@@ -298,7 +344,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
     t = std::chrono::steady_clock::now();
     phases_->begin("compress", "compress");
-    const TrafficCounters before = ctx_.comm->traffic();
+    const TrafficCounters before = traffic();
     CudaArcKernels k;
     k.stream = stream;
     run_arc_feedback(k, p, bucket, work, warm, buf, [&](float* data, size_t n) {
@@ -307,7 +353,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
       phases_->begin("compress", "compress");
     });
     if (ctx_.config.check_consistency) check_selection(p, bucket, rows, d);
-    const TrafficCounters after = ctx_.comm->traffic();
+    const TrafficCounters after = traffic();
     cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
     cstats.bytes_received += after.bytes_received - before.bytes_received;
     cstats.sketch_bytes += plan.sketch_bytes;
@@ -403,6 +449,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
   StateStore& state_;
   DeviceFeedbackStore feedback_;  // error feedback of CUDA tensors, mirrored into state_
   PhaseLog* phases_ = nullptr;    // of the current run()
+  bool used_nccl_ = false;        // the current run() enqueued NCCL collectives
+  TrafficCounters nccl_traffic_;  // estimated: NCCL's bytes never reach the communicator
   std::map<int, std::unique_ptr<DeviceState>> devices_;
 };
 
