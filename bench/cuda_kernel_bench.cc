@@ -3,7 +3,7 @@
 // sketch_row_scores; top_k_rows; gather_rows; scatter_rows) on one stream owned by the program,
 // against a device-to-device cudaMemcpyAsync of the same bytes measured in the same run (the
 // bandwidth bound). Which tensors take the sketch path, their matrix view and k come from
-// plan_arctopk(), as in the runtime; the others are listed and not timed.
+// plan_arctopk() (ArcTopK's path decisions); the others are counted and not timed.
 //
 // Timing: cudaEvents around each phase of each tensor (the stream is synchronised between
 // phases, so launch latency is included as the stream sees it; top_k_rows synchronises with the
@@ -11,10 +11,10 @@
 // all sketched tensors back to back. Interleaved rounds, warm-up discarded, medians.
 //
 // Before timing, the first sketched tensor is checked against the CPU kernels: projection and
-// transposed projection bit for bit (one numerical definition, portable_math.h), sketch and
-// scores within a relative 1e-5 of the sum of magnitudes (nvcc contracts to FMA), top_k_rows on
-// the device's scores equal to the CPU's on the same scores, gather and scatter exact. Exits 0
-// with a line when no CUDA device is usable.
+// transposed projection bit for bit (one numerical definition, portable_math.h); the sketch
+// within both builds' worst-case rounding bound relative to the sum of magnitudes (nvcc
+// contracts to FMA); the scores of the device's sketch bit for bit; top_k_rows on them equal to
+// the CPU's; gather and scatter exact. Exits 0 with a line when no CUDA device is usable.
 #include <cuda_runtime_api.h>
 
 #include <CLI/CLI.hpp>
@@ -121,11 +121,11 @@ void run_phase(Phase phase, const Work& w, const Scratch& s, cudaStream_t stream
   }
 }
 
-// |got - want| <= 1e-5 * scale[i] for every i; prints the first failure.
+// |got - want| <= tolerance * scale[i] for every i; prints the first failure.
 bool close_enough(const char* what, const std::vector<float>& got, const std::vector<float>& want,
-                  const std::vector<double>& scale) {
+                  const std::vector<double>& scale, double tolerance) {
   for (size_t i = 0; i < got.size(); ++i) {
-    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= 1e-5 * scale[i])) {
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= tolerance * scale[i])) {
       std::fprintf(stderr, "%s: element %zu is %.9g on the device, %.9g on the CPU\n", what, i,
                    got[i], want[i]);
       return false;
@@ -157,8 +157,8 @@ bool verify(const Work& w, const std::vector<float>& y_host, const Scratch& s,
     std::fprintf(stderr, "projection: not bit-identical to the CPU build\n");
     return false;
   }
-  // Scale of each sketch entry: sum over the row of |y| |v|; of each score: sum of p^2.
-  std::vector<double> p_scale(nr, 0.0), score_scale(n, 0.0);
+  // Scale of each sketch entry: sum over the row of |y| |v|.
+  std::vector<double> p_scale(nr, 0.0);
   for (int64_t i = 0; i < n; ++i) {
     for (int c = 0; c < r; ++c) {
       double sum = 0.0;
@@ -166,12 +166,17 @@ bool verify(const Work& w, const std::vector<float>& y_host, const Scratch& s,
         sum += std::fabs(static_cast<double>(y_host[i * m + j]) * v_cpu[j * r + c]);
       }
       p_scale[i * r + c] = sum;
-      score_scale[i] += sum * sum;
     }
   }
-  if (!close_enough("sketch_transposed", p, p_cpu, p_scale)) return false;
+  // Each build's dot product is within (m / 32 + 6) * 2^-24 of the sum of magnitudes (32 lanes of
+  // m / 32 terms, a 5-level tree, the products), so the two differ by at most twice that.
+  const double tolerance = 2.0 * (static_cast<double>(m) / 32.0 + 6.0) * 5.9604644775390625e-8;
+  if (!close_enough("sketch_transposed", p, p_cpu, p_scale, tolerance)) return false;
   kh::sketch_row_scores(p.data(), n, r, scores_cpu.data());  // on the device's sketch
-  if (!close_enough("sketch_row_scores", scores, scores_cpu, score_scale)) return false;
+  if (std::memcmp(scores.data(), scores_cpu.data(), n * sizeof(float)) != 0) {
+    std::fprintf(stderr, "sketch_row_scores: not bit-identical to the CPU build's\n");
+    return false;
+  }
   std::vector<int64_t> rows_cpu(k);
   kh::top_k_rows(scores.data(), n, k, rows_cpu.data());  // on the device's scores
   if (rows != rows_cpu) {
@@ -221,7 +226,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // The runtime's path decisions for this set (one rank; only shapes matter).
+  // ArcTopK's path decisions for this set (one rank; only shapes matter).
   Config config;
   config.sketch_rank = rank;
   const CompressionSpec spec{"arctopk", ratio, "none", ""};

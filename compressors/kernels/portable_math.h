@@ -89,13 +89,12 @@ ARC_HOST_DEVICE inline float portable_log(float u) {
   uint32_t bits = float_bits(u);
   int k = static_cast<int>(bits >> 23) - 127;
   bits &= 0x007FFFFFu;
-  // Mantissa bits of sqrt(2) rounded to float (0x3FB504F3): from there on take m / 2.
-  if (bits >= 0x003504F3u) {
-    bits |= 0x3F000000u;  // exponent -1: m in [sqrt(2)/2, 1)
-    k += 1;
-  } else {
-    bits |= 0x3F800000u;  // exponent 0: m in [1, sqrt(2))
-  }
+  // Mantissa bits of sqrt(2) rounded to float (0x3FB504F3): from there on take m / 2, i.e.
+  // exponent -1 (m in [sqrt(2)/2, 1)) instead of 0 (m in [1, sqrt(2))). Branch-free: the
+  // choice is random for random inputs.
+  const uint32_t half = bits >= 0x003504F3u ? 1u : 0u;
+  bits |= 0x3F800000u - (half << 23);
+  k += static_cast<int>(half);
   const float m = bits_float(bits);
   const float f = sub_rn(m, 1.0f);
   const float s = div_rn(f, add_rn(2.0f, f));
@@ -127,10 +126,9 @@ ARC_HOST_DEVICE inline void portable_sincos_2pi(float u, float* sin_out, float* 
   const float t = mul_rn(4.0f, u);
   int q = static_cast<int>(t);                 // floor: t >= 0
   float x = sub_rn(t, static_cast<float>(q));  // exact: fraction of t, in [0, 1)
-  if (x > 0.5f) {
-    x = sub_rn(x, 1.0f);  // exact (Sterbenz), in (-1/2, 0)
-    q += 1;
-  }
+  const int up = x > 0.5f ? 1 : 0;             // nearest quadrant is the next one
+  x = sub_rn(x, static_cast<float>(up));       // exact: x - 1 by Sterbenz, or x - 0
+  q += up;
   const float x2 = mul_rn(x, x);
   // (pi/2)^n / n! with alternating signs, n odd (sine) and even (cosine), rounded to float.
   float sp = 0x1.507834p-13f;
@@ -152,24 +150,14 @@ ARC_HOST_DEVICE inline void portable_sincos_2pi(float u, float* sin_out, float* 
   cp = add_rn(0x1.03c1f0p-2f, mul_rn(x2, cp));
   cp = add_rn(-0x1.3bd3ccp+0f, mul_rn(x2, cp));
   const float c = add_rn(1.0f, mul_rn(x2, cp));
-  switch (q & 3) {
-    case 0:
-      *sin_out = s;
-      *cos_out = c;
-      break;
-    case 1:
-      *sin_out = c;
-      *cos_out = -s;
-      break;
-    case 2:
-      *sin_out = -s;
-      *cos_out = -c;
-      break;
-    default:
-      *sin_out = -c;
-      *cos_out = s;
-      break;
-  }
+  // Quadrant q: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s). Selected and negated on the
+  // bits, without branches (q is random for random inputs); exact.
+  const uint32_t swap = 0u - static_cast<uint32_t>(q & 1);  // all ones in odd quadrants
+  const uint32_t s_bits = float_bits(s), c_bits = float_bits(c);
+  const uint32_t sin_sign = static_cast<uint32_t>(q & 2) << 30;        // quadrants 2, 3
+  const uint32_t cos_sign = static_cast<uint32_t>((q + 1) & 2) << 30;  // quadrants 1, 2
+  *sin_out = bits_float(((s_bits & ~swap) | (c_bits & swap)) ^ sin_sign);
+  *cos_out = bits_float(((c_bits & ~swap) | (s_bits & swap)) ^ cos_sign);
 }
 
 }  // namespace kernels
