@@ -9,8 +9,9 @@
 // builds. What that needs from the compilers:
 //   - Device: the arithmetic goes through __fadd_rn/__fsub_rn/__fmul_rn/__fdiv_rn/__fsqrt_rn,
 //     which nvcc never contracts into FMA and which stay IEEE-exact whatever -prec-div,
-//     -prec-sqrt or -use_fast_math say. No operation here produces a subnormal from inputs in
-//     the documented domains, so -ftz does not change the results either.
+//     -prec-sqrt or -use_fast_math say. No operation produces a subnormal in portable_log on
+//     its domain or in portable_sincos_2pi on the inputs Box-Muller gives it (multiples of
+//     2^-24), so -ftz does not change those results either.
 //   - Host: plain operators. The CPU build of the kernels (kernels_cpu.cc) is compiled without
 //     -mfma, so x86-64 has no fused multiply-add to contract into, and cmake/kernels.cmake adds
 //     -ffp-contract=off to it as a guard for targets (aarch64) whose base ISA has one. Do not
@@ -19,7 +20,7 @@
 //     registers (FLT_EVAL_METHOD 0), so there is no excess precision.
 //
 // Accuracy against double-precision references, measured over every input Box-Muller can
-// receive (u = j * 2^-24) and 20 million random floats of the domain
+// receive (u = j * 2^-24; random floats of the domains stay below these maxima)
 // (tests/kernels/portable_math_test.cc asserts the bounds in brackets):
 //   portable_log(u), u in (0, 1]:          max 0.83 ulp of the double result   [1 ulp]
 //   portable_sincos_2pi(u), u in [0, 1):   max 1.24 ulp for sine and cosine    [1.5 ulp]
@@ -83,7 +84,7 @@ ARC_HOST_DEVICE inline float sqrt_rn(float a) {
 // R(z) = 2/3 z + 2/5 z^2 + ... (the odd atanh series after its first term; |s| < 0.1716 so five
 // terms leave a truncation error below 1e-9 of ln(m)). Writing it around the exact f keeps the
 // large part exact; s only enters the small correction. k * ln 2 is added as k * ln2_hi (exact:
-// ln2_hi has 16 significant bits and |k| <= 150) plus k * ln2_lo.
+// ln2_hi has 16 significant bits and |k| <= 126) plus k * ln2_lo.
 ARC_HOST_DEVICE inline float portable_log(float u) {
   using namespace portable;
   uint32_t bits = float_bits(u);
