@@ -35,6 +35,14 @@ target_compile_definitions(arcreduce_kernels
 # the kernels are bandwidth bound and need the vectoriser's full cost model.
 target_compile_options(arcreduce_kernels PRIVATE
   $<$<AND:$<CXX_COMPILER_ID:GNU>,$<NOT:$<CONFIG:Debug>>>:-O3>)
+# The portable CPU build must compute the Gaussian projection with exactly the IEEE operations
+# of portable_math.h, as the CUDA build does: no contraction of a * b + c into FMA. x86-64
+# without -mfma has no FMA to contract into; -ffp-contract=off keeps it so where the base ISA
+# has one (aarch64). Not for kernels_cpu_avx2.cc, whose sketch is meant to use FMA.
+if(CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$")
+  set_source_files_properties(${_kernels_dir}/kernels_cpu.cc ${_kernels_dir}/random_host.cc
+    PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
+endif()
 # x86-64: a second build of the sketch with AVX2 and FMA, chosen at run time when the CPU has
 # them (kernels_cpu_avx2.h says why only the sketch).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND

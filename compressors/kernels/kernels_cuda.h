@@ -3,10 +3,16 @@
 // except: every pointer is device memory, work is enqueued on `stream` (borrowed, not owned).
 // Element-wise kernels return without synchronising; functions that return a value
 // (hash_indices) or size their work from the data (top_k_rows, top_k_abs) synchronise with
-// the stream. Results are bit-identical across runs and ranks of the same build; they may differ
-// from the CPU build in the last bits (nvcc contracts a * b + c into FMA, libm differs), so all
-// ranks of a job must use one kind of device for a tensor. philox_key and sample_indices are
-// host functions: use the ones of kernels.h.
+// the stream. Results are bit-identical across runs and ranks of the same build. Against the CPU
+// build: the Gaussian projection (fill_gaussian; portable_math.h, no libm) and the row scores
+// (sketch_row_scores, row_sq_norms) are bit-identical for the same input, as are all integer
+// results (selections given equal scores, indices, hashes, casts). The sketch and the other
+// floating-point arithmetic may differ in the last bits: nvcc contracts a * b + c into FMA (as
+// the CPU build's AVX2 sketch does), and the kernels are deliberately not built with -fmad=false.
+// That changes nothing about agreement across ranks, even with CPU and GPU ranks in one job: a
+// rank's sketch only enters the All-Reduce, and every rank scores and selects rows from the same
+// summed sketch with bit-identical scores. philox_key and sample_indices are host functions: use
+// the ones of kernels.h.
 #pragma once
 
 #include <cuda_runtime_api.h>

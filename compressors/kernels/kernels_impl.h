@@ -174,12 +174,21 @@ void sketch(Exec&& exec, const float* y, int64_t n, int64_t m, const float* v, i
   sketch_transposed(exec, y, n, m, vt.get(), r, p);
 }
 
+// The scores are computed without contraction (portable_math.h's single IEEE operations), so
+// the CPU and CUDA builds give bit-identical scores for the same input. Every rank scores the
+// same All-Reduced sketch (or, on the exact path, the same All-Reduced tensor), so this keeps the
+// selection identical on all ranks even when they run different builds; the sketch itself may
+// differ between builds (FMA) since it only enters the sum. Both kernels are memory bound, so the
+// separate multiply and add are not expected to cost anything measurable (the CPU build compiles
+// to the same code as before: it has no FMA; not measured on a GPU).
 struct SketchScore {
   const float* p;
   int r;
   ARC_HOST_DEVICE float operator()(int64_t row) const {
     float sum = 0.0f;
-    for (int c = 0; c < r; ++c) sum += p[row * r + c] * p[row * r + c];
+    for (int c = 0; c < r; ++c) {
+      sum = portable::add_rn(sum, portable::mul_rn(p[row * r + c], p[row * r + c]));
+    }
     return sum;
   }
 };
@@ -189,12 +198,23 @@ void sketch_row_scores(Exec&& exec, const float* p, int64_t n, int r, float* sco
   thrust::transform(exec, count_from<int64_t>(0), count_from(n), scores, SketchScore{p, r});
 }
 
+// sum_c y[row, c]^2 in the lanes and order of dot_lanes, without contraction (see SketchScore).
 struct RowSqNorm {
   const float* y;
   int64_t m;
   ARC_HOST_DEVICE float operator()(int64_t row) const {
     const float* yr = y + row * m;
-    return dot_lanes(yr, yr, m);
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        acc[l] = portable::add_rn(acc[l], portable::mul_rn(yr[i + l], yr[i + l]));
+      }
+    }
+    for (int l = 0; i < m; ++i, ++l) {
+      acc[l] = portable::add_rn(acc[l], portable::mul_rn(yr[i], yr[i]));
+    }
+    return sum_lanes(acc);
   }
 };
 

@@ -4,10 +4,9 @@
 // touching elements 0..i-1, so any slice can be regenerated on any device, in any order.
 #pragma once
 
-#include <math.h>  // logf, sqrtf, cosf, sinf: the C names exist on host and device
-
 #include <cstdint>
 
+#include "compressors/kernels/portable_math.h"
 #include "ops/half.h"  // ARC_HOST_DEVICE
 
 namespace arcreduce {
@@ -62,12 +61,15 @@ ARC_HOST_DEVICE inline float uniform_open1(uint32_t bits) {
   return static_cast<float>(bits >> 8) * 5.9604644775390625e-8f;
 }
 
-// Two independent N(0, 1) values from two random words (Box-Muller).
+// Two independent N(0, 1) values from two random words (Box-Muller). Built only from the
+// functions of portable_math.h and single IEEE operations, so the values are bit-identical in
+// the CPU and CUDA builds of the kernels (libm's logf/cosf/sinf are not).
 ARC_HOST_DEVICE inline void box_muller(uint32_t a, uint32_t b, float* z0, float* z1) {
-  const float radius = sqrtf(-2.0f * logf(uniform_open0(a)));
-  const float angle = 6.2831853071795864769f * uniform_open1(b);
-  *z0 = radius * cosf(angle);
-  *z1 = radius * sinf(angle);
+  const float radius = portable::sqrt_rn(portable::mul_rn(-2.0f, portable_log(uniform_open0(a))));
+  float sine = 0.0f, cosine = 0.0f;
+  portable_sincos_2pi(uniform_open1(b), &sine, &cosine);
+  *z0 = portable::mul_rn(radius, cosine);
+  *z1 = portable::mul_rn(radius, sine);
 }
 
 // The splitmix64 finaliser (Steele, Lea and Flood, OOPSLA'14): a bijective 64-bit mixer used to
