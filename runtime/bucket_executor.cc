@@ -75,18 +75,12 @@ void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
-  std::vector<TensorEntry*> warmup, compressed;
-  for (TensorEntry* e : entries) {
-    TensorState& s = state_.get(e->name, static_cast<size_t>(e->signature.elements()));
-    (static_cast<int64_t>(s.reductions) < ctx_.config.warmup_steps ? warmup : compressed)
-        .push_back(e);
-    ++s.reductions;
+  const WarmupSplit split = split_warmup(entries, state_, ctx_.config.warmup_steps);
+  if (!split.warmup.empty()) {
+    cstats.warmup_tensors += split.warmup.size();
+    run_dense(split.warmup, signature, stats, cstats);
   }
-  if (!warmup.empty()) {
-    cstats.warmup_tensors += warmup.size();
-    run_dense(warmup, signature, stats, cstats);
-  }
-  if (!compressed.empty()) run_compressed(compressed, signature, stats, cstats);
+  if (!split.compressed.empty()) run_compressed(split.compressed, signature, stats, cstats);
 }
 
 Compressor& BucketExecutor::pipeline(const CompressionSpec& spec) {

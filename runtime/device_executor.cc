@@ -1,7 +1,24 @@
-// The build without CUDA: no device executor (CUDA tensors are rejected at submission).
+// The warm-up split both executors use, and the build without CUDA: no device executor (CUDA
+// tensors are rejected at submission).
 #include "runtime/device_executor.h"
 
 #include "arcreduce/build_config.h"
+
+namespace arcreduce {
+
+WarmupSplit split_warmup(const std::vector<TensorEntry*>& entries, StateStore& state,
+                         int64_t warmup_steps) {
+  WarmupSplit split;
+  for (TensorEntry* e : entries) {
+    TensorState& s = state.get(e->name, static_cast<size_t>(e->signature.elements()));
+    (static_cast<int64_t>(s.reductions) < warmup_steps ? split.warmup : split.compressed)
+        .push_back(e);
+    ++s.reductions;
+  }
+  return split;
+}
+
+}  // namespace arcreduce
 
 #if !ARCREDUCE_CUDA
 namespace arcreduce {

@@ -41,6 +41,15 @@ class DeviceExecutor {
                                                 const HostPath& host_path) = 0;
 };
 
+// A compressed bucket's tensors still in their ARCREDUCE_WARMUP_STEPS (reduced densely) and the
+// others, in bucket order; counts this reduction in each tensor's state. The caller holds the
+// store's mutex. Shared by the host and the CUDA executors.
+struct WarmupSplit {
+  std::vector<TensorEntry*> warmup, compressed;
+};
+WarmupSplit split_warmup(const std::vector<TensorEntry*>& entries, StateStore& state,
+                         int64_t warmup_steps);
+
 // nullptr in a build without CUDA. Creates no CUDA state until the first run(). `state` is the
 // runtime's compressor state: counters of CUDA tensors live there, and their error-feedback
 // buffers are mirrored in device memory (the executor attaches itself as the store's mirror).

@@ -270,18 +270,14 @@ class CudaDeviceExecutor : public DeviceExecutor {
   void run_compressed(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                       int device, DeviceState& d, Stats& stats, CompressorStats& cstats) {
     std::lock_guard<std::mutex> lock(state_.mutex());
-    std::vector<TensorEntry*> warmup, compressed;
-    for (TensorEntry* e : entries) {
-      TensorState& s = state_.get(e->name, static_cast<size_t>(e->signature.elements()));
-      (static_cast<int64_t>(s.reductions) < ctx_.config.warmup_steps ? warmup : compressed)
-          .push_back(e);
-      ++s.reductions;
+    const WarmupSplit split = split_warmup(entries, state_, ctx_.config.warmup_steps);
+    if (!split.warmup.empty()) {
+      cstats.warmup_tensors += split.warmup.size();
+      run_dense(split.warmup, signature, d, stats, cstats);
     }
-    if (!warmup.empty()) {
-      cstats.warmup_tensors += warmup.size();
-      run_dense(warmup, signature, d, stats, cstats);
+    if (!split.compressed.empty()) {
+      run_arctopk(split.compressed, signature, device, d, stats, cstats);
     }
-    if (!compressed.empty()) run_arctopk(compressed, signature, device, d, stats, cstats);
   }
 
   void run_arctopk(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,

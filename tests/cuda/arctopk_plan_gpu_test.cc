@@ -12,35 +12,15 @@
 
 #include "compressors/arctopk_device_plan.h"
 #include "compressors/kernels/arc_plan_cuda.h"
+#include "gpu_test_util.h"
 
 namespace arcreduce {
 namespace {
 
-std::string no_device() {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
-  return count == 0 ? "the CUDA runtime reports 0 devices" : "";
-}
-
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  explicit DeviceArray(size_t n) {
-    if (n) {
-      void* raw = nullptr;
-      EXPECT_EQ(cudaMalloc(&raw, n * sizeof(T)), cudaSuccess);
-      p = static_cast<T*>(raw);
-    }
-  }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
+using arcreduce_gpu_test::DeviceArray;
 
 TEST(GpuArcTopKPlan, MatchesTheCpuPlan) {
-  const std::string reason = no_device();
-  if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
+  ARC_SKIP_WITHOUT_GPU();
   Config config;
   config.sketch_rank = 4;
   config.min_compress_elements = 0;

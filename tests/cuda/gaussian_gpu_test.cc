@@ -13,38 +13,13 @@
 #include "compressors/kernels/kernels_cuda.h"
 #include "compressors/kernels/philox.h"
 #include "compressors/kernels/portable_math.h"
+#include "gpu_test_util.h"
 #include "portable_math_kernels.h"
 
 namespace arcreduce {
 namespace {
 
-std::string no_device() {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
-  return count == 0 ? "the CUDA runtime reports 0 devices" : "";
-}
-
-struct DeviceFloats {
-  float* p = nullptr;
-  explicit DeviceFloats(size_t n) {
-    if (n) {
-      void* raw = nullptr;
-      EXPECT_EQ(cudaMalloc(&raw, n * sizeof(float)), cudaSuccess);
-      p = static_cast<float*>(raw);
-    }
-  }
-  ~DeviceFloats() { cudaFree(p); }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  std::vector<float> to_host(size_t n) const {
-    std::vector<float> out(n);
-    if (n) {
-      EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-    }
-    return out;
-  }
-};
+using DeviceFloats = arcreduce_gpu_test::DeviceArray<float>;
 
 uint32_t bits_of(float f) {
   uint32_t b;
@@ -53,8 +28,7 @@ uint32_t bits_of(float f) {
 }
 
 TEST(GpuGaussian, FillGaussianIsBitIdenticalToTheCpuBuild) {
-  const std::string reason = no_device();
-  if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
+  ARC_SKIP_WITHOUT_GPU();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   // Lengths that end inside a Philox block, and a long one (4M values) for coverage.
@@ -86,8 +60,7 @@ TEST(GpuGaussian, FillGaussianIsBitIdenticalToTheCpuBuild) {
 
 // Every input Box-Muller can receive, through the device and the host build of the functions.
 TEST(GpuGaussian, PortableFunctionsAreBitIdenticalOnEveryInput) {
-  const std::string reason = no_device();
-  if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
+  ARC_SKIP_WITHOUT_GPU();
   constexpr uint32_t kCount = 1u << 24;
   DeviceFloats d_log(kCount), d_sin(kCount), d_cos(kCount);
   arcreduce_test::portable_math_on_device(d_log.p, d_sin.p, d_cos.p, kCount, nullptr);
@@ -111,8 +84,7 @@ TEST(GpuGaussian, PortableFunctionsAreBitIdenticalOnEveryInput) {
 // Scores of the same input, with lengths that leave a partial set of lanes, from values whose
 // products and sums round (a contracted multiply-add would differ from them).
 TEST(GpuScores, SketchRowScoresAndRowSqNormsAreBitIdenticalToTheCpuBuild) {
-  const std::string reason = no_device();
-  if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
+  ARC_SKIP_WITHOUT_GPU();
   constexpr int64_t kRows = 1000;
   for (int64_t cols : {int64_t{1}, int64_t{4}, int64_t{33}, int64_t{384}}) {
     const size_t n = static_cast<size_t>(kRows * cols);

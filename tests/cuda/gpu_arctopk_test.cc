@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "ops/half.h"
 #include "producer_kernels.h"
 #include "tests/runtime/loopback_harness.h"
@@ -32,19 +33,9 @@ constexpr int64_t kRows = 256, kCols = 64;
 constexpr size_t kElements = static_cast<size_t>(kRows * kCols);
 constexpr int kRanks = 2;
 
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
-  return count == 0 ? "the CUDA runtime reports 0 devices" : "";
-}
-
 class GpuArcTopK : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string reason = no_device_reason();
-    if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
-  }
+  void SetUp() override { ARC_SKIP_WITHOUT_GPU(); }
 };
 
 // Row norms far apart (row j scaled by 1 + j / 8, shuffled by a fixed permutation), so that the

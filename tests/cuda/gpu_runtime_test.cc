@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "ops/half.h"
 #include "producer_kernels.h"
 #include "tests/runtime/loopback_harness.h"
@@ -32,22 +33,9 @@ using ::testing::HasSubstr;
 
 constexpr int kDelayMicroseconds = 20000;  // the producer's spin before it writes
 
-// Empty when a device is usable, else the CUDA runtime's reason.
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) {
-    return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
-  }
-  return count == 0 ? "the CUDA runtime reports 0 devices" : "";
-}
-
 class GpuTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string reason = no_device_reason();
-    if (!reason.empty()) GTEST_SKIP() << "no CUDA device (" << reason << "): GPU test skipped";
-  }
+  void SetUp() override { ARC_SKIP_WITHOUT_GPU(); }
 };
 
 Status reduce(Runtime& rt, const std::string& name, const Tensor& t) {
@@ -210,7 +198,7 @@ TEST_F(GpuTest, BadDeviceIndexAndHostPointerAreRejected) {
 // Runs only where the CUDA runtime has no usable device: a CUDA tensor must then fail with the
 // runtime's reason, not crash or hang.
 TEST(NoDevice, CudaTensorFailsWithTheRuntimeReason) {
-  const std::string reason = no_device_reason();
+  const std::string reason = arcreduce_gpu_test::no_device_reason();
   if (reason.empty()) GTEST_SKIP() << "a CUDA device is present";
   run_runtimes(2, test_config(), [&](Runtime& rt, int rank) {
     float x[4] = {};
