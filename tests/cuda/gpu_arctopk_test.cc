@@ -164,7 +164,8 @@ TEST_F(GpuArcTopK, WarmupStepsAreDenseOnTheDevice) {
     const float mean = (gradient(0, 0, i) + gradient(1, 0, i)) / 2.0f;
     ASSERT_NEAR(gpu[0][0][i], mean, 1e-6f * std::abs(mean)) << "element " << i;
   }
-  EXPECT_EQ(nonzero_rows(gpu[0][1]).size(), static_cast<size_t>(std::ceil(0.05 * kRows)));
+  // k = floor(ratio * rows) (matrix_view.h: kept()).
+  EXPECT_EQ(nonzero_rows(gpu[0][1]).size(), static_cast<size_t>(std::floor(0.05 * kRows)));
 }
 
 TEST_F(GpuArcTopK, ErrorFeedbackSurvivesSaveAndLoadOnTheDevice) {
