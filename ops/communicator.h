@@ -27,6 +27,9 @@ const char* collective_op_name(CollectiveOp op);
 struct TrafficCounters {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  // Communication calls completed (collectives, point-to-point sends/receives and waits): the
+  // synchronous rounds a step pays, each waiting for its peers.
+  uint64_t calls = 0;
 };
 
 // A non-blocking point-to-point transfer started by isend()/irecv(). Every active request must

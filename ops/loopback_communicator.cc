@@ -262,13 +262,18 @@ class LoopbackCommunicator : public Communicator {
     record(transfer.send ? TrafficCounters{transfer.bytes, 0} : TrafficCounters{0, transfer.bytes});
   }
 
-  void barrier() override { collective(Contribution{"barrier"}, nullptr, nullptr); }
+  void barrier() override {
+    collective(Contribution{"barrier"}, nullptr, nullptr);
+    ++calls_;
+  }
 
   void abort(int code, const std::string& reason) override {
     state_->record_abort(rank_, code, reason);
   }
 
-  TrafficCounters traffic() const override { return {bytes_sent_.load(), bytes_received_.load()}; }
+  TrafficCounters traffic() const override {
+    return {bytes_sent_.load(), bytes_received_.load(), calls_.load()};
+  }
 
  private:
   void collective(Contribution mine, const LoopbackState::Combine& combine,
@@ -295,6 +300,7 @@ class LoopbackCommunicator : public Communicator {
   void record(const TrafficCounters& delta) {
     bytes_sent_ += delta.bytes_sent;
     bytes_received_ += delta.bytes_received;
+    ++calls_;
   }
 
   struct Transfer {
@@ -329,7 +335,7 @@ class LoopbackCommunicator : public Communicator {
   const int rank_;
   std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id, i.e. in posting order
   uint64_t next_request_ = 1;
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, calls_{0};
 };
 
 }  // namespace

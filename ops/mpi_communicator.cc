@@ -10,6 +10,7 @@
 #include "arcreduce/status.h"
 #include "ops/mpi_check.h"
 #include "ops/mpi_cuda_support.h"
+#include "ops/mpi_wait.h"
 #include "ops/ring_allreduce.h"
 #include "ops/traffic_estimates.h"
 
@@ -115,12 +116,14 @@ void MpiCommunicator::check_tag(int tag) const {
 void MpiCommunicator::record(const TrafficCounters& delta) {
   bytes_sent_ += delta.bytes_sent;
   bytes_received_ += delta.bytes_received;
+  ++calls_;
 }
 
 TrafficCounters MpiCommunicator::traffic() const {
   TrafficCounters t;
   t.bytes_sent = bytes_sent_.load();
   t.bytes_received = bytes_received_.load();
+  t.calls = calls_.load();
   return t;
 }
 
@@ -135,7 +138,7 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   if (size_ == 1 || count == 0) return;
   if (algorithm_for(count * element) == AllreduceAlgorithm::kRing) {
     record(ring_allreduce(ring_comm_, buf, count, type, op, options_.ring_segment_bytes,
-                          &ring_scratch_));
+                          &ring_scratch_, options_.wait));
     return;
   }
   const MpiReduction reduction = reduce_ops_.lookup(type, op);
@@ -143,8 +146,10 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   char* data = static_cast<char*>(buf);
   for (size_t done = 0; done < count; done += step) {
     const int n = static_cast<int>(std::min(step, count - done));
-    ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done * element, n, reduction.datatype,
-                                reduction.op, comm_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done * element, n, reduction.datatype,
+                                 reduction.op, comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   }
   record(allreduce_traffic(count, element, size_, rank_));
 }
@@ -160,8 +165,10 @@ void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {
     return allgatherv(send, recv, std::vector<size_t>(size_, bytes));
   }
   if (bytes > 0) {
-    ARC_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
-                                static_cast<int>(bytes), MPI_BYTE, comm_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                                 static_cast<int>(bytes), MPI_BYTE, comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   }
   record(allgatherv_traffic(std::vector<size_t>(size_, bytes), rank_));
 }
@@ -177,7 +184,11 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
   require_buffer(recv, total, "allgatherv");
   if (total == 0) return;
   // Displacements are ints too, so MPI_Allgatherv needs the whole result to fit.
-  if (total > options_.max_message_bytes) return ring_allgatherv(send, recv, recv_bytes);
+  if (total > options_.max_message_bytes) {
+    ring_allgatherv(send, recv, recv_bytes);
+    record(allgatherv_traffic(recv_bytes, rank_));
+    return;
+  }
   std::vector<int> counts(size_), displs(size_);
   size_t offset = 0;
   for (int r = 0; r < size_; ++r) {
@@ -185,8 +196,10 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
     displs[r] = static_cast<int>(offset);
     offset += recv_bytes[r];
   }
-  ARC_MPI_CHECK(MPI_Allgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(), displs.data(),
-                               MPI_BYTE, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  ARC_MPI_CHECK(MPI_Iallgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(),
+                                displs.data(), MPI_BYTE, comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   record(allgatherv_traffic(recv_bytes, rank_));
 }
 
@@ -217,7 +230,10 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
   // Every rank learns every size, so all agree on whether MPI_Gatherv's int counts suffice.
   std::vector<uint64_t> sizes(size_);
   const uint64_t own = send.size();
-  ARC_MPI_CHECK(MPI_Allgather(&own, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  ARC_MPI_CHECK(
+      MPI_Iallgather(&own, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   std::vector<size_t> block_bytes(sizes.begin(), sizes.end());
   const size_t total = sum(block_bytes);
   if (rank_ == root) {
@@ -232,8 +248,9 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
       displs[r] = offset;
       offset += counts[r];
     }
-    ARC_MPI_CHECK(MPI_Gatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(), counts.data(),
-                              displs.data(), MPI_BYTE, root, comm_));
+    ARC_MPI_CHECK(MPI_Igatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(),
+                               counts.data(), displs.data(), MPI_BYTE, root, comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r) {
         if (counts[r] > 0) std::memcpy(&(*blocks)[r][0], gathered.data() + displs[r], counts[r]);
@@ -262,7 +279,9 @@ void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
   char* data = static_cast<char*>(buf);
   for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
     const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
-    ARC_MPI_CHECK(MPI_Bcast(data + done, n, MPI_BYTE, root, comm_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, root, comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   }
   record(broadcast_traffic(bytes, size_, rank_, root));
 }
@@ -345,8 +364,8 @@ void MpiCommunicator::post_recv(void* buf, size_t bytes, int src, int tag, MPI_C
 void MpiCommunicator::wait_all(Pending* pending) {
   if (pending->requests.empty()) return;
   std::vector<MPI_Status> statuses(pending->requests.size());
-  ARC_MPI_CHECK(MPI_Waitall(static_cast<int>(pending->requests.size()), pending->requests.data(),
-                            statuses.data()));
+  wait_requests(pending->requests.data(), static_cast<int>(pending->requests.size()),
+                statuses.data(), options_.wait);
   for (size_t i = 0; i < statuses.size(); ++i) {
     if (pending->expected_bytes[i] < 0) continue;
     int received = 0;
@@ -437,7 +456,9 @@ void MpiCommunicator::wait(P2pRequest* request) {
 }
 
 void MpiCommunicator::barrier() {
-  ARC_MPI_CHECK(MPI_Barrier(comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  ARC_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
 }
 
 void MpiCommunicator::abort(int code, const std::string& reason) {

@@ -22,6 +22,7 @@
 #include "ops/allreduce_algorithm.h"
 #include "ops/communicator.h"
 #include "ops/mpi_reduce_ops.h"
+#include "ops/mpi_wait.h"
 
 namespace arcreduce {
 
@@ -34,6 +35,8 @@ struct MpiCommunicatorOptions {
   // Largest single MPI message or count; larger transfers are split. Tests lower it to exercise
   // the split paths; values above INT_MAX are clamped.
   size_t max_message_bytes = INT_MAX;
+  // How every call waits for its MPI requests (ARCREDUCE_WAIT_MODE; ops/mpi_wait.h).
+  WaitPolicy wait;
 };
 
 class MpiCommunicator : public Communicator {
@@ -112,7 +115,7 @@ class MpiCommunicator : public Communicator {
   std::vector<char> ring_scratch_;
   std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id
   uint64_t next_request_ = 1;
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, calls_{0};
 };
 
 }  // namespace arcreduce

@@ -19,7 +19,7 @@ constexpr int kRingTag = 0;
 class Ring {
  public:
   Ring(MPI_Comm comm, int rank, int size, char* data, size_t count, ScalarType type,
-       CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch)
+       CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch, const WaitPolicy& wait)
       : comm_(comm),
         rank_(rank),
         size_(size),
@@ -31,7 +31,8 @@ class Ring {
         segment_elements_(std::max<size_t>(1, segment_bytes / element_)),
         chunk_capacity_(ring_chunk(count, size, 0).count),
         steps_(2 * (size - 1)),
-        scratch_(scratch) {
+        scratch_(scratch),
+        wait_(wait) {
     if (scratch_->size() < 2 * chunk_capacity_ * element_) {
       scratch_->resize(2 * chunk_capacity_ * element_);
     }
@@ -50,7 +51,7 @@ class Ring {
       const RingChunk chunk = recv_chunk(t);
       std::vector<MPI_Request>& receives = receives_[t % 2];
       for (size_t k = 0; k < receives.size(); ++k) {
-        ARC_MPI_CHECK(MPI_Wait(&receives[k], MPI_STATUS_IGNORE));
+        wait_request(&receives[k], MPI_STATUS_IGNORE, wait_);
         if (t < size_ - 1) {
           const size_t offset = k * segment_elements_;
           const size_t length = std::min(segment_elements_, chunk.count - offset);
@@ -61,8 +62,7 @@ class Ring {
       }
       std::vector<MPI_Request>& sends = sends_[t % 2];
       if (!sends.empty()) {
-        ARC_MPI_CHECK(
-            MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
+        wait_requests(sends.data(), static_cast<int>(sends.size()), MPI_STATUSES_IGNORE, wait_);
       }
       if (defer) post_receives(t + 1);
     }
@@ -118,6 +118,7 @@ class Ring {
   size_t element_, segment_elements_, chunk_capacity_;
   int steps_;
   std::vector<char>* scratch_;
+  WaitPolicy wait_;
   std::vector<MPI_Request> receives_[2], sends_[2];
   TrafficCounters traffic_;
 };
@@ -125,13 +126,15 @@ class Ring {
 }  // namespace
 
 TrafficCounters ring_allreduce(MPI_Comm comm, void* buf, size_t count, ScalarType type,
-                               CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch) {
+                               CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch,
+                               const WaitPolicy& wait) {
   int rank = 0, size = 1;
   ARC_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   ARC_MPI_CHECK(MPI_Comm_size(comm, &size));
   if (size == 1 || count == 0) return {};
   segment_bytes = std::min<size_t>(std::max<size_t>(segment_bytes, 1), INT_MAX);
-  return Ring(comm, rank, size, static_cast<char*>(buf), count, type, op, segment_bytes, scratch)
+  return Ring(comm, rank, size, static_cast<char*>(buf), count, type, op, segment_bytes, scratch,
+              wait)
       .run();
 }
 

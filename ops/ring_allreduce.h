@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/communicator.h"
+#include "ops/mpi_wait.h"
 
 namespace arcreduce {
 
@@ -18,8 +19,10 @@ namespace arcreduce {
 // `comm` must be used by no one else concurrently (MpiCommunicator gives the ring its own dup);
 // `scratch` is grown to 2 chunks and reused across calls, and must outlive the call even when it
 // throws. `segment_bytes` (> 0, <= INT_MAX) is the pipelining granularity. Returns the exact
-// bytes sent and received. Throws arcreduce::Error on MPI failure.
+// bytes sent and received (calls left 0 for the caller). `wait` says how to wait for
+// messages. Throws arcreduce::Error on MPI failure.
 TrafficCounters ring_allreduce(MPI_Comm comm, void* buf, size_t count, ScalarType type,
-                               CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch);
+                               CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch,
+                               const WaitPolicy& wait = WaitPolicy());
 
 }  // namespace arcreduce

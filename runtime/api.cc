@@ -1,6 +1,8 @@
 // The process-wide API: one Runtime over MPI_COMM_WORLD, created by init().
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -13,6 +15,15 @@
 
 namespace arcreduce {
 namespace {
+
+WaitPolicy wait_policy_of(const Config& config) {
+  WaitPolicy policy;
+  policy.mode = parse_wait_mode(config.wait_mode);
+  policy.max_sleep = std::chrono::microseconds(std::max<int64_t>(1, config.wait_max_sleep_us));
+  policy.min_sleep = std::min(policy.min_sleep, policy.max_sleep);
+  policy.spin = std::chrono::microseconds(std::max<int64_t>(0, config.wait_spin_us));
+  return policy;
+}
 
 std::mutex g_mutex;
 // Never destroyed by static destruction: the atexit handler tears it down before MPI_Finalize.
@@ -71,6 +82,7 @@ void init_locked(const Config* config) {
   if (parsed) {
     try {
       options.algorithm = parse_allreduce_algorithm(parsed->allreduce_algorithm);
+      options.wait = wait_policy_of(*parsed);
     } catch (const Error& e) {
       error = e.what();
     }

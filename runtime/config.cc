@@ -141,6 +141,15 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
     reject(kEnvPowerSgdRank, std::to_string(c.powersgd_rank), "an integer >= 1");
   }
   check_choice(kEnvCudaTransport, c.cuda_transport, cuda_transport_names());
+  check_choice(kEnvWaitMode, c.wait_mode, {"sleep", "yield", "busy"});
+  if (c.wait_max_sleep_us < 1 || c.wait_max_sleep_us > 100000) {
+    reject(kEnvWaitMaxSleepUs, std::to_string(c.wait_max_sleep_us),
+           "microseconds in [1, 100000], e.g. 200");
+  }
+  if (c.wait_spin_us < 0 || c.wait_spin_us > 1000000) {
+    reject(kEnvWaitSpinUs, std::to_string(c.wait_spin_us),
+           "microseconds in [0, 1000000], e.g. 1000");
+  }
   // Rejected at start-up rather than at the first CUDA bucket, where it would fail every op.
   if (!ARCREDUCE_NCCL && c.cuda_transport == "nccl") {
     reject(kEnvCudaTransport, c.cuda_transport,
@@ -214,6 +223,9 @@ Config Config::from_env() {
   });
   get(kEnvPowerSgdRank, [&](auto& k, auto& v) { c.powersgd_rank = parse_int(k, v); });
   get(kEnvCudaTransport, [&](auto&, auto& v) { c.cuda_transport = v; });
+  get(kEnvWaitMode, [&](auto&, auto& v) { c.wait_mode = v; });
+  get(kEnvWaitMaxSleepUs, [&](auto& k, auto& v) { c.wait_max_sleep_us = parse_int(k, v); });
+  get(kEnvWaitSpinUs, [&](auto& k, auto& v) { c.wait_spin_us = parse_int(k, v); });
   validate_config(c, env);
   return c;
 }

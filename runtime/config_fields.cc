@@ -30,7 +30,10 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvOkTopkTauPrime,
                                                 kEnvOkTopkRebalance,
                                                 kEnvPowerSgdRank,
-                                                kEnvCudaTransport};
+                                                kEnvCudaTransport,
+                                                kEnvWaitMode,
+                                                kEnvWaitMaxSleepUs,
+                                                kEnvWaitSpinUs};
   return vars;
 }
 

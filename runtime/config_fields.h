@@ -33,6 +33,9 @@ constexpr const char* kEnvOkTopkTauPrime = "ARCREDUCE_OKTOPK_TAU_PRIME";
 constexpr const char* kEnvOkTopkRebalance = "ARCREDUCE_OKTOPK_REBALANCE";
 constexpr const char* kEnvPowerSgdRank = "ARCREDUCE_POWERSGD_RANK";
 constexpr const char* kEnvCudaTransport = "ARCREDUCE_CUDA_TRANSPORT";
+constexpr const char* kEnvWaitMode = "ARCREDUCE_WAIT_MODE";
+constexpr const char* kEnvWaitMaxSleepUs = "ARCREDUCE_WAIT_MAX_SLEEP_US";
+constexpr const char* kEnvWaitSpinUs = "ARCREDUCE_WAIT_SPIN_US";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();

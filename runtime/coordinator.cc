@@ -1,7 +1,10 @@
 #include "runtime/coordinator.h"
 
+#include <time.h>
+
 #include <chrono>
 
+#include "ops/mpi_wait.h"
 #include "tensor_queue/fusion.h"
 
 namespace arcreduce {
@@ -11,6 +14,12 @@ namespace {
 constexpr std::chrono::milliseconds kIdleCycle(50);
 // Time other ranks get to fail their ops and log a stall shutdown before rank 0 aborts the job.
 constexpr std::chrono::milliseconds kAbortGrace(500);
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 }  // namespace
 
 Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
@@ -55,6 +64,8 @@ void Coordinator::publish() {
   TrafficCounters t = ctx_.comm->traffic();
   stats_.bytes_sent = t.bytes_sent;
   stats_.bytes_received = t.bytes_received;
+  stats_.collectives = t.calls;
+  stats_.coordinator_cpu_seconds = thread_cpu_seconds();
   std::lock_guard<std::mutex> lock(stats_mutex_);
   published_ = stats_;
 }
@@ -63,6 +74,8 @@ void Coordinator::loop() {
   const auto cycle =
       std::chrono::microseconds(static_cast<int64_t>(ctx_.config.cycle_time_ms * 1000.0));
   bool busy = false;
+  tighten_timer_slack();
+  if (ctx_.config.wait_mode != "busy") request_short_slice(std::chrono::microseconds(100));
   try {
     while (true) {
       complete_device_buckets(false);
@@ -73,7 +86,9 @@ void Coordinator::loop() {
       if (timeline_) {
         for (const Request& r : requests) requested_[r.name] = t;
       }
+      const uint64_t calls_before = ctx_.comm->traffic().calls;
       CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(), stats_);
+      stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
       const Clock::time_point negotiated = Clock::now();
       stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
       busy = plan.busy;

@@ -65,6 +65,12 @@ py::dict stats_dict() {
   d["buckets"] = s.buckets;
   d["cycles"] = s.cycles;
   d["cache_hits"] = s.cache_hits;
+  d["full_negotiations"] = s.full_negotiations;
+  d["collectives"] = s.collectives;
+  d["negotiation_collectives"] = s.negotiation_collectives;
+  d["coordinator_cpu_seconds"] = s.coordinator_cpu_seconds;
+  d["negotiation_seconds"] = s.negotiation_seconds;
+  d["copy_seconds"] = s.copy_seconds;
   d["bytes_sent"] = s.bytes_sent;
   d["bytes_received"] = s.bytes_received;
   d["communication_seconds"] = s.communication_seconds;

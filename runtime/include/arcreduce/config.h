@@ -42,6 +42,15 @@ struct Config {
   // "auto": NCCL in a build with NCCL, else MPI (CUDA-aware when detected, else staged through
   // pinned memory); "nccl": always NCCL (rejected by a build without it); "mpi": never NCCL.
   std::string cuda_transport = "auto";
+  // ARCREDUCE_WAIT_MODE: how the coordinator waits for the network and its peers
+  // (docs/runtime.md, "Waiting"). "sleep": polls, then sleeps between polls (backing off to
+  // wait_max_sleep_us), leaving the core to the training thread; "yield": polls and yields the
+  // core between polls; "busy": polls without pause (MPI's own blocking wait).
+  std::string wait_mode = "sleep";
+  int64_t wait_max_sleep_us = 200;  // ARCREDUCE_WAIT_MAX_SLEEP_US, in [1, 100000]
+  // ARCREDUCE_WAIT_SPIN_US: how long "sleep" polls (yielding) before its first sleep, in
+  // [0, 1000000]: completions that come within it are seen without a sleep's delay.
+  int64_t wait_spin_us = 1000;
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).

@@ -29,6 +29,14 @@ struct Stats {
   uint64_t cycles = 0;             // coordinator negotiation cycles
   uint64_t cache_hits = 0;         // tensors negotiated through the response-cache bit vector
   uint64_t full_negotiations = 0;  // cycles that gathered request lists at rank 0
+  // Communication calls the coordinator completed (collectives and point-to-point rounds, each
+  // a synchronous wait for peers), negotiation included; and those of negotiation alone.
+  uint64_t collectives = 0;
+  uint64_t negotiation_collectives = 0;
+  // CPU time the coordinator thread used (CLOCK_THREAD_CPUTIME_ID): what the runtime takes
+  // from the cores the training thread needs. Waiting costs none unless ARCREDUCE_WAIT_MODE
+  // polls.
+  double coordinator_cpu_seconds = 0;
   uint64_t bytes_sent = 0;         // everything this rank sent: negotiation + data
   uint64_t bytes_received = 0;
   double negotiation_seconds = 0;    // negotiation collectives and planning
