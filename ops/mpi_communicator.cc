@@ -459,6 +459,7 @@ void MpiCommunicator::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   ARC_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+  record({});
 }
 
 void MpiCommunicator::abort(int code, const std::string& reason) {

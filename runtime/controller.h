@@ -38,6 +38,8 @@ class Controller {
 
   CyclePlan run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
                       Stats& stats);
+  // Whether this rank has submitted tensors that are not yet ready on every rank.
+  bool has_pending() const { return !pending_.empty(); }
 
  private:
   struct Pending {

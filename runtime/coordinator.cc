@@ -79,8 +79,13 @@ void Coordinator::loop() {
   try {
     while (true) {
       complete_device_buckets(false);
-      queue_.wait_for_work(
-          busy || !device_buckets_.empty() ? cycle : std::chrono::microseconds(kIdleCycle));
+      // A rank whose submissions wait for other ranks cycles at the cycle time; its cycles block
+      // (without spinning) until the others join. A rank with nothing waiting joins the next
+      // cycle when its own next submission arrives: cycles in which it would report nothing new
+      // only add synchronous rounds. The idle cycle still bounds how long the others wait for
+      // it, so stall reports and shutdown go through.
+      const bool cycle_now = (busy && controller_.has_pending()) || !device_buckets_.empty();
+      queue_.wait_for_work(cycle_now ? cycle : std::chrono::microseconds(kIdleCycle));
       std::vector<Request> requests = queue_.take_new_requests();
       auto t = std::chrono::steady_clock::now();
       if (timeline_) {

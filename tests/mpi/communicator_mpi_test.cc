@@ -1,16 +1,20 @@
 // MpiCommunicator under mpirun: every call against references computed here, results checked
 // bit-identical on all ranks. Usage: communicator_mpi_test --algorithm=ring|mpi|auto
-// [--small-messages] (segments and message limits of ~1 KB, to exercise the split paths).
+// [--small-messages] (segments and message limits of ~1 KB, to exercise the split paths)
+// [--wait=busy|yield|sleep|sleep-at-once|mixed] (how calls wait: ops/mpi_wait.h; sleep-at-once
+// sleeps from the first poll on, mixed gives ranks different modes).
 // Every rank runs the same tests in the same order; the exit code is the worst over all ranks and
 // only rank 0 prints the full report (other ranks print their failures, prefixed with the rank).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "../ops/test_values.h"
 #include "arcreduce/status.h"
@@ -278,6 +282,65 @@ TEST_F(MpiCommunicatorTest, NonBlockingPointToPoint) {
   comm_->barrier();
 }
 
+// Every call counts one completed call, and calls on one rank do not depend on another's wait
+// mode. A late peer (rank 0 enters 30 ms after the others) exercises the waits' back-off.
+TEST_F(MpiCommunicatorTest, CountsCallsAndWaitsForLatePeers) {
+  const uint64_t before = comm_->traffic().calls;
+  if (rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + rank());
+  comm_->allreduce(values.data(), values.size(), ScalarType::kFloat32, CollectiveOp::kSum);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double expected = size() * static_cast<double>(i) + size() * (size() - 1) / 2.0;
+    ASSERT_EQ(values[i], static_cast<float>(expected)) << "element " << i;
+  }
+  if (rank() == size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  comm_->barrier();
+  uint64_t token = rank() == 0 ? 77 : 0;
+  comm_->broadcast(&token, sizeof(token), 0);
+  EXPECT_EQ(token, 77u);
+  const uint64_t calls = comm_->traffic().calls - before;
+  // A one-rank allreduce returns without communicating and counts nothing.
+  EXPECT_EQ(calls, size() > 1 ? 3u : 2u);
+}
+
+TEST(MpiWait, ParsesModesAndNamesBadOnes) {
+  for (const std::string& name : wait_mode_names()) {
+    EXPECT_EQ(wait_mode_name(parse_wait_mode(name)), name);
+  }
+  try {
+    parse_wait_mode("spin");
+    FAIL() << "accepted wait mode 'spin'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'spin'"), std::string::npos) << e.what();
+  }
+}
+
+// A receive that completes only after several sleeps, under each mode, on this rank alone.
+TEST(MpiWait, EveryModeCompletesASelfMessageSentLate) {
+  for (WaitMode mode : {WaitMode::kBusy, WaitMode::kYield, WaitMode::kSleep}) {
+    WaitPolicy policy;
+    policy.mode = mode;
+    policy.spin = std::chrono::microseconds(0);
+    int received = 0, sent = 41;
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_SELF, &requests[0]),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &requests[1]), MPI_SUCCESS);
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      MPI_Send(&sent, 1, MPI_INT, 0, 5, MPI_COMM_SELF);
+    });
+    MPI_Status statuses[2];
+    wait_requests(requests, 2, statuses, policy);
+    sender.join();
+    EXPECT_EQ(received, 41) << wait_mode_name(mode);
+    EXPECT_EQ(statuses[1].MPI_TAG, 5) << wait_mode_name(mode);
+    EXPECT_EQ(requests[1], MPI_REQUEST_NULL);
+    wait_requests(requests, 2, MPI_STATUSES_IGNORE, policy);  // all null: returns at once
+  }
+}
+
 TEST_F(MpiCommunicatorTest, ErrorsAreThrownNotFatal) {
   char buf[8] = {};
   EXPECT_THROW(comm_->send(buf, 1, size(), 0), Error);
@@ -343,6 +406,23 @@ int main(int argc, char** argv) {
     if (arg.rfind("--algorithm=", 0) == 0) {
       try {
         arcreduce::g_options.algorithm = arcreduce::parse_allreduce_algorithm(arg.substr(12));
+      } catch (const arcreduce::Error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        bad_usage = 1;
+      }
+    } else if (arg.rfind("--wait=", 0) == 0) {
+      const std::string mode = arg.substr(7);
+      arcreduce::WaitPolicy& wait = arcreduce::g_options.wait;
+      try {
+        if (mode == "mixed") {
+          wait.mode = static_cast<arcreduce::WaitMode>(rank % 3);
+        } else if (mode == "sleep-at-once") {
+          wait.mode = arcreduce::WaitMode::kSleep;
+          wait.spin = std::chrono::microseconds(0);
+          wait.max_sleep = std::chrono::microseconds(2000);
+        } else {
+          wait.mode = arcreduce::parse_wait_mode(mode);
+        }
       } catch (const arcreduce::Error& e) {
         std::fprintf(stderr, "%s\n", e.what());
         bad_usage = 1;

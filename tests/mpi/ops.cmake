@@ -16,3 +16,11 @@ arcreduce_add_mpi_test(NAME ops_communicator_mpi_small_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=mpi --small-messages TIMEOUT 120)
 arcreduce_add_mpi_test(NAME ops_communicator_auto_np2 NP 2
   COMMAND communicator_mpi_test --algorithm=auto TIMEOUT 120)
+# Wait modes (ops/mpi_wait.h): the default (sleep) runs above; the others, sleeping from the
+# first poll, and ranks with different modes in one job.
+foreach(wait busy yield sleep-at-once mixed)
+  foreach(algorithm ring mpi)
+    arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_wait_${wait}_np3 NP 3
+      COMMAND communicator_mpi_test --algorithm=${algorithm} --wait=${wait} TIMEOUT 120)
+  endforeach()
+endforeach()

@@ -1,7 +1,9 @@
 // arcreduce::stats() under mpirun: counters move by exactly what the test did (ops completed and
 // failed, per-compressor tensors), bytes move when there is a wire, buckets follow the fusion
 // setting and cache hits follow the cache setting of the CTest entry's ARCREDUCE_* variables.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -67,6 +69,28 @@ TEST(Stats, CountersMatchWhatWasSubmitted) {
   }
   EXPECT_GE(after.negotiation_seconds, before.negotiation_seconds);
   EXPECT_GE(after.communication_seconds, before.communication_seconds);
+  // Every cycle negotiates with one collective at least (more for a full negotiation), and each
+  // bucket adds its data collectives when there is a wire.
+  const uint64_t negotiation = after.negotiation_collectives - before.negotiation_collectives;
+  const uint64_t collectives = after.collectives - before.collectives;
+  if (arcreduce::size() > 1) {
+    EXPECT_GE(negotiation, after.cycles - before.cycles);
+    EXPECT_GE(collectives, negotiation + buckets);
+  }
+  EXPECT_LE(negotiation, collectives);
+  EXPECT_GT(after.coordinator_cpu_seconds, 0);
+  EXPECT_GE(after.coordinator_cpu_seconds, before.coordinator_cpu_seconds);
+}
+
+// An idle runtime (nothing submitted) joins a cycle every 50 ms and sleeps in between: its
+// coordinator's CPU time over 0.5 s of wall time stays far below the wall time. The bound is
+// loose (a quarter of a core) so a loaded machine cannot fail it; bench/ reports the figure.
+TEST(Stats, IdleCoordinatorLeavesTheCore) {
+  const Stats before = arcreduce::stats();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const Stats after = arcreduce::stats();
+  EXPECT_LT(after.coordinator_cpu_seconds - before.coordinator_cpu_seconds, 0.125);
+  EXPECT_GE(after.cycles - before.cycles, 1u) << "idle ranks still join cycles";
 }
 
 TEST(Stats, FailedOpsAreCounted) {

@@ -37,6 +37,9 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_EQ(c.log_level, "warning");
   EXPECT_GT(c.stall_shutdown_seconds, 0);  // finite by default
   EXPECT_EQ(c.cuda_transport, "auto");
+  EXPECT_EQ(c.wait_mode, "sleep");
+  EXPECT_EQ(c.wait_max_sleep_us, 200);
+  EXPECT_EQ(c.wait_spin_us, 1000);
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -65,6 +68,9 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_OKTOPK_REBALANCE", "1");
   env.set("ARCREDUCE_POWERSGD_RANK", "4");
   env.set("ARCREDUCE_CUDA_TRANSPORT", "mpi");
+  env.set("ARCREDUCE_WAIT_MODE", "yield");
+  env.set("ARCREDUCE_WAIT_MAX_SLEEP_US", "750");
+  env.set("ARCREDUCE_WAIT_SPIN_US", "0");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -90,6 +96,9 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_TRUE(c.oktopk_rebalance);
   EXPECT_EQ(c.powersgd_rank, 4);
   EXPECT_EQ(c.cuda_transport, "mpi");
+  EXPECT_EQ(c.wait_mode, "yield");
+  EXPECT_EQ(c.wait_max_sleep_us, 750);
+  EXPECT_EQ(c.wait_spin_us, 0);
 }
 
 struct BadValue {
@@ -145,6 +154,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_CHECK_CONSISTENCY", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_CUDA_TRANSPORT", "gloo", "auto, nccl, mpi"},
                       BadValue{"ARCREDUCE_CUDA_TRANSPORT", "NCCL", "auto, nccl, mpi"},
+                      BadValue{"ARCREDUCE_WAIT_MODE", "spin", "sleep, yield, busy"},
+                      BadValue{"ARCREDUCE_WAIT_MAX_SLEEP_US", "0", "[1, 100000]"},
+                      BadValue{"ARCREDUCE_WAIT_MAX_SLEEP_US", "1ms", "integer"},
+                      BadValue{"ARCREDUCE_WAIT_SPIN_US", "-1", "[0, 1000000]"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 
 // "nccl" needs a build with NCCL: rejected at start-up otherwise, naming the variable.
