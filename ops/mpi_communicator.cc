@@ -197,8 +197,8 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
     offset += recv_bytes[r];
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  ARC_MPI_CHECK(MPI_Iallgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(),
-                                displs.data(), MPI_BYTE, comm_, &request));
+  ARC_MPI_CHECK(MPI_Iallgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(), displs.data(),
+                                MPI_BYTE, comm_, &request));
   wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   record(allgatherv_traffic(recv_bytes, rank_));
 }
@@ -248,8 +248,8 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
       displs[r] = offset;
       offset += counts[r];
     }
-    ARC_MPI_CHECK(MPI_Igatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(),
-                               counts.data(), displs.data(), MPI_BYTE, root, comm_, &request));
+    ARC_MPI_CHECK(MPI_Igatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(), counts.data(),
+                               displs.data(), MPI_BYTE, root, comm_, &request));
     wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r) {

@@ -83,12 +83,12 @@ constexpr int kPollBurst = 16;
 
 // MPI_Testall completes nothing until all are done; MPI_Testsome reports partial progress,
 // which resets the back-off. Returns true when every request is done.
-bool test(MPI_Request* requests, int count, MPI_Status* statuses, int* remaining,
-          bool* progressed, std::vector<int>* indices, std::vector<MPI_Status>* scratch) {
+bool test(MPI_Request* requests, int count, MPI_Status* statuses, int* remaining, bool* progressed,
+          std::vector<int>* indices, std::vector<MPI_Status>* scratch) {
   if (count == 1) {
     int done = 0;
-    ARC_MPI_CHECK(MPI_Test(requests, &done, statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE
-                                                                            : statuses));
+    ARC_MPI_CHECK(
+        MPI_Test(requests, &done, statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : statuses));
     return done != 0;
   }
   int outcount = 0;

@@ -73,3 +73,16 @@ def test_stats_count_ops(runtime):
     before = arc.stats()["ops_completed"]
     arc.allreduce_(torch.ones(2), "stats.count", compression="none")
     assert arc.stats()["ops_completed"] == before + 1
+
+
+def test_stats_count_rounds_and_coordinator_cpu(runtime):
+    before = arc.stats()
+    arc.allreduce_(torch.ones(2), "stats.rounds", compression="none")
+    after = arc.stats()
+    assert after["cycles"] > before["cycles"]
+    assert after["negotiation_collectives"] >= before["negotiation_collectives"]
+    assert after["collectives"] - before["collectives"] >= (
+        after["negotiation_collectives"] - before["negotiation_collectives"])
+    if arc.size() > 1:
+        assert after["negotiation_collectives"] > before["negotiation_collectives"]
+    assert after["coordinator_cpu_seconds"] >= before["coordinator_cpu_seconds"] > 0

@@ -37,7 +37,7 @@ struct Stats {
   // from the cores the training thread needs. Waiting costs none unless ARCREDUCE_WAIT_MODE
   // polls.
   double coordinator_cpu_seconds = 0;
-  uint64_t bytes_sent = 0;         // everything this rank sent: negotiation + data
+  uint64_t bytes_sent = 0;  // everything this rank sent: negotiation + data
   uint64_t bytes_received = 0;
   double negotiation_seconds = 0;    // negotiation collectives and planning
   double copy_seconds = 0;           // fusion-buffer gathers/scatters and scaling
