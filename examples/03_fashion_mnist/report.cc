@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace fmnist {
@@ -209,6 +211,55 @@ std::string write_plot(const std::vector<RunResult>& runs, const std::string& ti
   const int status = pclose(gp);
   if (status != 0) return "gnuplot failed (status " + std::to_string(status) + ")";
   return "";
+}
+
+void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, bool communicate,
+                           std::FILE* out) {
+  std::vector<double> sorted = r.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  // The median of an even count is the mean of the middle two; p90 is the nearest rank
+  // round(0.9 (n - 1)), as bench/e2e/make_report.py computes them.
+  const double median = n == 0 ? 0 : (sorted[(n - 1) / 2] + sorted[n / 2]) / 2;
+  const double p90 = n == 0 ? 0 : sorted[static_cast<size_t>(std::lround(0.9 * (n - 1)))];
+  const double steps = n == 0 ? 1 : static_cast<double>(n);
+  const TrainOptions& o = job.options;
+  std::fprintf(out,
+               "{\"bench\": \"e2e\", \"program\": \"train_fashion_mnist\", \"variant\": \"%s\", "
+               "\"model\": \"mlp %s\", \"parameters\": %lld, \"gradient_bytes\": %lld, "
+               "\"batch_per_rank\": %lld, \"ranks\": %d, ",
+               communicate ? display_name(o.compressor).c_str() : "floor",
+               widths_text(o.widths).c_str(), static_cast<long long>(r.parameters),
+               static_cast<long long>(4 * r.parameters), static_cast<long long>(o.batch_size),
+               job.ranks);
+  if (communicate) {
+    std::fprintf(
+        out,
+        "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": \"%s\", "
+        "\"bytes_sent_per_step\": %.1f, \"bytes_source\": \"arcreduce stats, rank 0\", "
+        "\"collectives_per_step\": %.3f, \"negotiation_collectives_per_step\": %.3f, "
+        "\"coordinator_cpu_s_per_step\": %.6f, ",
+        o.compressor.c_str(), uses_ratio(o.compressor) ? o.ratio : 0.0, o.error_feedback.c_str(),
+        static_cast<double>(r.bytes_sent) / steps, static_cast<double>(r.collectives) / steps,
+        static_cast<double>(r.negotiation_collectives) / steps, r.coordinator_cpu_seconds / steps);
+  } else {
+    // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
+    // finished first start for the final collection of the times, so none are reported.
+    std::fprintf(out,
+                 "\"compressor\": null, \"ratio\": 0, \"bytes_sent_per_step\": 0, "
+                 "\"bytes_source\": \"none (no communication)\", \"collectives_per_step\": null, "
+                 "\"negotiation_collectives_per_step\": null, "
+                 "\"coordinator_cpu_s_per_step\": null, ");
+  }
+  std::fprintf(out,
+               "\"warmup\": %d, \"steps\": %zu, \"timing\": \"per step, the longest rank\", "
+               "\"median_s\": %.6f, \"p90_s\": %.6f, \"step_s\": [",
+               r.warmup, n, median, p90);
+  for (size_t i = 0; i < r.step_seconds.size(); ++i) {
+    std::fprintf(out, "%s%.6f", i ? ", " : "", r.step_seconds[i]);
+  }
+  std::fprintf(out, "]}\n");
+  std::fflush(out);
 }
 
 }  // namespace fmnist

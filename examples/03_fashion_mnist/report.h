@@ -55,4 +55,9 @@ std::string write_csv(const std::vector<RunResult>& runs, const JobDescription& 
 std::string write_plot(const std::vector<RunResult>& runs, const std::string& title,
                        const std::string& path);
 
+// The step benchmark's result as one JSON line, {"bench": "e2e", ...} (bench/e2e reads it):
+// settings, every timed step's duration, median, p90 and rank 0's counters per step.
+void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, bool communicate,
+                           std::FILE* out);
+
 }  // namespace fmnist

@@ -43,6 +43,8 @@ struct Options {
                                            "arctopk", "oktopk", "powersgd"};
   std::string csv;
   std::string plot;
+  fmnist::StepBenchOptions bench;
+  int step_bench = 0;  // > 0: time this many training steps (bench/e2e) instead of training
 };
 
 std::string runtime_name(const std::string& compressor) {
@@ -132,6 +134,39 @@ int run_all(const fmnist::Dataset& data, const arcreduce::Config& env, const Opt
   return 0;
 }
 
+// --step-bench: warm-up and timed steps in one runtime, then rank 0 prints one JSON line.
+int run_step_bench(const fmnist::Dataset& data, const arcreduce::Config& env, const Options& o) {
+  fmnist::TrainOptions train = o.train;
+  train.compressor = runtime_name(train.compressor);
+  arcreduce::Config config = env;
+  config.compressor = train.compressor;
+  config.compress_ratio = train.ratio;
+  config.seed = train.seed;
+  try {
+    arcreduce::init(config);
+  } catch (const arcreduce::Error& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+    return 2;
+  }
+  fmnist::StepBenchOptions bench = o.bench;
+  bench.steps = o.step_bench;
+  int status = 0;
+  try {
+    const fmnist::StepBenchResult r = fmnist::benchmark_steps(data, train, bench);
+    if (arcreduce::rank() == 0) {
+      fmnist::JobDescription job;
+      job.ranks = arcreduce::size();
+      job.options = train;
+      fmnist::print_step_bench_json(r, job, bench.communicate, stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_fashion_mnist: rank %d: %s\n", arcreduce::rank(), e.what());
+    status = 1;
+  }
+  arcreduce::shutdown();
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,7 +245,33 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--csv", o.csv, "write one row per epoch (and compressor) here");
   app.add_option("--plot", o.plot, "draw loss and accuracy per epoch into this PNG (gnuplot)");
+  app.add_option("--step-bench", o.step_bench,
+                 "time N training steps after the warm-up and print one JSON line instead of "
+                 "training (bench/e2e; 0: train)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--step-bench-warmup", o.bench.warmup, "untimed steps before --step-bench's")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--step-bench-budget", o.bench.budget,
+                 "seconds: time fewer steps (at least 10) when the warm-up says N would take "
+                 "longer (0: always N)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  bool no_communication = false;
+  app.add_flag("--no-communication", no_communication,
+               "with --step-bench: submit nothing to the runtime (the compute floor)");
   CLI11_PARSE(app, argc, argv);
+  o.bench.communicate = !no_communication;
+  if (no_communication && o.step_bench == 0) {
+    std::fprintf(stderr, "train_fashion_mnist: --no-communication needs --step-bench\n");
+    return 2;
+  }
+  if (o.step_bench > 0 && (o.compare || !o.train.checkpoint.empty() || !o.train.resume.empty())) {
+    std::fprintf(stderr,
+                 "train_fashion_mnist: --step-bench does not compare, checkpoint or resume\n");
+    return 2;
+  }
   if (o.compare && (!o.train.checkpoint.empty() || !o.train.resume.empty())) {
     std::fprintf(stderr, "train_fashion_mnist: --compare does not checkpoint or resume\n");
     return 2;
@@ -227,6 +288,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
     return 1;
   }
+
+  if (o.step_bench > 0) return run_step_bench(data, env, o);
 
   std::vector<RunResult> runs;
   fmnist::JobDescription job;

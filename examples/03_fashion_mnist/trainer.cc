@@ -155,6 +155,23 @@ struct Run {
     return r;
   }
 
+  // The training step of train_step() on this rank's batch `step`, timed without gathering.
+  double timed_step(int64_t step, bool communicate) {
+    gather_batch(data.train, sharder.batch(step % sharder.steps_per_epoch()), options.batch_size, x,
+                 y);
+    std::vector<Parameter>& params = model.parameters();
+    const Clock::time_point start = Clock::now();
+    model.forward(x.data(), y.data(), options.batch_size);
+    if (communicate) {
+      model.backward([&](size_t i) { exchange.submit(params[i]); });
+      exchange.wait();
+    } else {
+      model.backward([](size_t) {});
+    }
+    sgd.step(params);
+    return seconds_since(start);
+  }
+
   // True when every rank's model hash equals the others': per 16-bit chunk c of the hash,
   // size * sum(c^2) == (sum c)^2 exactly in fp64 holds only if all ranks' chunks are equal.
   bool ranks_agree(uint64_t hash) {
@@ -182,6 +199,17 @@ struct Run {
   std::vector<float> x;
   std::vector<int> y;
 };
+
+// The runtime counters the step benchmark reports (deltas over the timed steps).
+struct Counters {
+  uint64_t bytes_sent, collectives, negotiation_collectives;
+  double coordinator_cpu_seconds;
+};
+
+Counters read_counters() {
+  const arcreduce::Stats s = arcreduce::stats();
+  return {s.bytes_sent, s.collectives, s.negotiation_collectives, s.coordinator_cpu_seconds};
+}
 
 }  // namespace
 
@@ -224,6 +252,55 @@ RunResult train(const Dataset& data, const TrainOptions& options, const EpochCal
   result.ranks_agree = run.ranks_agree(result.weights_hash);
   // After the checkpoint: the measurement advances compressor state but not the model.
   if (options.overlap_steps > 0) result.overlap = run.measure_overlap(options.overlap_steps);
+  return result;
+}
+
+StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options,
+                                const StepBenchOptions& bench) {
+  Run run(data, options);
+  if (run.sharder.steps_per_epoch() == 0) {
+    throw std::runtime_error("a global batch is larger than the training examples");
+  }
+  run.sharder.shuffle(run.shuffle);
+  StepBenchResult result;
+  result.warmup = bench.warmup;
+  result.parameters = run.model.parameter_count();
+  int64_t step = 0;
+  double warmup_seconds = 0;
+  for (int i = 0; i < bench.warmup; ++i) {
+    warmup_seconds += run.timed_step(step++, bench.communicate);
+  }
+
+  // Every rank must time the same number of steps: decide from the mean over ranks.
+  int steps = bench.steps;
+  if (bench.budget > 0 && bench.warmup > 0) {
+    std::vector<double> mean{warmup_seconds / bench.warmup};
+    sum_over_ranks("fashion_mnist.bench.warmup", mean);
+    const double fit = bench.budget / std::max(mean[0] / run.size, 1e-9);
+    if (fit < bench.steps) steps = std::max(std::min(bench.steps, 10), static_cast<int>(fit));
+  }
+
+  const Counters before = read_counters();
+  std::vector<double> own(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) own[i] = run.timed_step(step++, bench.communicate);
+  const Counters after = read_counters();
+
+  // All ranks' durations in one exact sum (each rank fills its own slice), then the maximum.
+  std::vector<double> all(static_cast<size_t>(steps) * run.size, 0.0);
+  std::copy(own.begin(), own.end(), all.begin() + static_cast<ptrdiff_t>(steps) * run.rank);
+  sum_over_ranks("fashion_mnist.bench.times", all);
+  result.step_seconds.assign(static_cast<size_t>(steps), 0.0);
+  for (int r = 0; r < run.size; ++r) {
+    for (int i = 0; i < steps; ++i) {
+      result.step_seconds[i] = std::max(result.step_seconds[i], all[r * steps + i]);
+    }
+  }
+  if (run.rank == 0) {  // the negotiation's root; a floor's are not printed
+    result.bytes_sent = after.bytes_sent - before.bytes_sent;
+    result.collectives = after.collectives - before.collectives;
+    result.negotiation_collectives = after.negotiation_collectives - before.negotiation_collectives;
+    result.coordinator_cpu_seconds = after.coordinator_cpu_seconds - before.coordinator_cpu_seconds;
+  }
   return result;
 }
 

@@ -59,6 +59,36 @@ struct RunResult {
   bool ranks_agree = true;    // every rank holds bit-identical parameters
 };
 
+// The step benchmark (--step-bench, bench/e2e): `warmup` untimed training steps, then timed
+// ones. A step is forward, backward (handing each gradient to the runtime unless
+// `communicate` is false), the wait for the reductions and the SGD step; gathering the batch is
+// not timed. There is no barrier between steps, as in training.
+struct StepBenchOptions {
+  int warmup = 5;
+  int steps = 40;           // timed steps at most
+  double budget = 0;        // > 0: fewer timed steps (at least min(steps, 10)) when the warm-up's
+                            // mean step time says `steps` would take longer than this (seconds)
+  bool communicate = true;  // false: the compute floor, nothing submitted to the runtime
+};
+
+struct StepBenchResult {
+  int warmup = 0;
+  std::vector<double> step_seconds;  // per timed step: the longest of the ranks' durations
+  // Rank 0's runtime counters over the timed steps (zero on other ranks): bytes sent,
+  // communication calls (negotiation included), negotiation calls, coordinator thread CPU
+  // seconds. Rank 0 is the negotiation's root, so its coordinator works the most.
+  uint64_t bytes_sent = 0;
+  uint64_t collectives = 0;
+  uint64_t negotiation_collectives = 0;
+  double coordinator_cpu_seconds = 0;
+  int64_t parameters = 0;
+};
+
+// Runs the step benchmark in the initialised runtime. Collective: every rank calls it with the
+// same options. Throws CompressorUnavailable or std::runtime_error.
+StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options,
+                                const StepBenchOptions& bench);
+
 // Called on every rank after each epoch (metrics are already reduced over ranks).
 using EpochCallback = std::function<void(const EpochResult&)>;
 
