@@ -17,6 +17,7 @@ packages=(
   nlohmann-json3-dev  # tests/timeline: parses the timeline files
   # bindings/torch (arcreduce.torch) for Debian's Python 3, its tests and examples/04
   python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
+  python3-matplotlib  # bench/e2e/make_report.py: the step-time plot of scripts/bench-e2e.sh
 )
 
 missing=()

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Training-step time of a PyTorch MLP on Fashion-MNIST batches, one process per rank.
+
+A step is zero_grad, forward, cross-entropy, backward, the gradient exchange and the SGD
+(momentum) step; selecting the batch is not timed. Variants:
+
+  floor         no communication: each rank steps its own model (the compute floor)
+  dense         arcreduce.torch DistributedOptimizer, compressor none
+  arctopk       arcreduce.torch DistributedOptimizer, ARC-Top-K at --ratio (the rest: ARCREDUCE_*)
+  ddp           DistributedDataParallel over gloo, buckets of --bucket-cap-mb (PyTorch's 25)
+  ddp-powersgd  DDP with PyTorch's PowerSGD hook (rank --powersgd-rank, error feedback, warm start)
+
+Models: fmnist-mlp is examples/03_fashion_mnist's MLP (784-1024-1024-10, batch 64, lr 0.02,
+momentum 0.9), so DDP can be set beside the C++ example; mlp4m is 784-2048-1024-512-10
+(4,235,786 parameters). --warmup untimed steps, then --steps timed ones without a barrier
+between them, as in training; per step the longest rank's duration counts. Rank 0 prints one
+JSON line {"bench": "e2e", ...} (bench/e2e/make_report.py reads it): bytes sent, communication
+calls and coordinator CPU per step come from arcreduce.torch.stats() of rank 0 for arcreduce
+variants (null where the runtime lacks a counter); for DDP bytes are an estimate, the ring
+all-reduce's 2(P-1)/P of what DDP hands to all-reduce.
+
+  arcrun -np 2 -x MASTER_PORT=29600 -- python3 bench/e2e/torch_step_bench.py --variant ddp
+"""
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "examples", "04_pytorch_fashion_mnist"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "ddp"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import fashion_mnist  # noqa: E402  (examples/04's IDX reader)
+from ddp_bench import powersgd_payload, rank_and_size  # noqa: E402
+
+MODELS = {"fmnist-mlp": [784, 1024, 1024, 10], "mlp4m": [784, 2048, 1024, 512, 10]}
+VARIANTS = ("floor", "dense", "arctopk", "ddp", "ddp-powersgd")
+
+
+def mlp(widths):
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def median_p90(values):
+    """The median (mean of the middle two for an even count) and the nearest-rank p90,
+    round(0.9 (n - 1)), as the C++ example and make_report.py compute them."""
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[int(round(0.9 * (len(ordered) - 1)))]
+
+
+class Arcreduce:
+    """Gradients averaged by arcreduce.torch's DistributedOptimizer."""
+
+    def __init__(self, args, model, sgd):
+        import arcreduce.torch as arc
+        self.arc = arc
+        arc.init()
+        self.rank, self.size = arc.rank(), arc.size()
+        arc.broadcast_parameters(model.state_dict(), root_rank=0)
+        compression = (arc.Compression("none") if args.variant == "dense"
+                       else arc.Compression("arctopk", ratio=args.ratio))
+        self.model = model
+        self.optimizer = arc.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
+                                                  compression=compression)
+
+    def sum_(self, tensor, name):
+        self.arc.allreduce_(tensor, name, op=self.arc.Sum, compression="none")
+
+    def counters(self):
+        s = self.arc.stats()
+        return {k: s.get(k) for k in ("bytes_sent", "collectives", "negotiation_collectives",
+                                      "coordinator_cpu_seconds")}
+
+    def close(self):
+        self.arc.shutdown()
+
+
+class Gloo:
+    """DDP (dense or PowerSGD) over gloo; for the floor, a process group used only before and
+    after the timed steps (the warm-up's length and the times)."""
+
+    def __init__(self, args, model, sgd):
+        import torch.distributed as dist
+        self.dist = dist
+        self.rank, self.size = rank_and_size()
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=self.rank,
+            world_size=self.size)
+        self.pending = []
+        self.model, self.optimizer = model, sgd
+        if args.variant == "floor":
+            return
+        from torch.nn.parallel import DistributedDataParallel
+        self.model = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
+        if args.variant == "ddp-powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+            state = powerSGD.PowerSGDState(
+                process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+            # Over gloo the ranks must issue each bucket's chained all-reduces in one order
+            # (bench/ddp/ddp_bench.py): a bucket's hook starts when the previous one's is done.
+            pending = self.pending
+
+            def ordered_hook(hook_state, bucket):
+                if pending:
+                    pending.pop().wait()
+                future = powerSGD.powerSGD_hook(hook_state, bucket)
+                pending.append(future)
+                return future
+
+            self.model.register_comm_hook(state, ordered_hook)
+
+    def sum_(self, tensor, name):
+        self.dist.all_reduce(tensor)
+
+    def counters(self):
+        return None
+
+    def close(self):
+        # PyTorch 1.13 can deadlock destroying the reducer at exit while a gloo worker frees a
+        # hook's tensor (examples/04's train.py): finish everything first.
+        while self.pending:
+            self.pending.pop().wait()
+        self.dist.barrier()
+        del self.model, self.optimizer
+        gc.collect()
+        self.dist.destroy_process_group()
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--variant", choices=VARIANTS, default="dense")
+    p.add_argument("--model", choices=sorted(MODELS), default="mlp4m")
+    p.add_argument("--steps", type=int, default=40, help="timed steps at most")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    p.add_argument("--budget", type=float, default=0.0,
+                   help="seconds: time fewer steps (at least 10) when the warm-up says --steps "
+                        "would take longer (0: always --steps)")
+    p.add_argument("--batch-size", type=int, default=64, help="examples per rank per step")
+    p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--ratio", type=float, default=0.01, help="arctopk: fraction kept")
+    p.add_argument("--powersgd-rank", type=int, default=1)
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket size")
+    p.add_argument("--train-samples", type=int, default=16384, help="examples loaded")
+    p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    p.add_argument("--master-port", default=os.environ.get("MASTER_PORT", "29517"))
+    args = p.parse_args()
+    if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
+        p.error("--steps and --batch-size must be at least 1, --warmup at least 0")
+    return args
+
+
+def time_steps(args, exchange, images, labels):
+    """Warm-up, then the timed steps; returns (this rank's durations, counters before, after)."""
+    rank, size = exchange.rank, exchange.size
+    net, optimizer = exchange.model, exchange.optimizer
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(args.seed))
+    per_epoch = len(images) // (size * args.batch_size)
+
+    def step(i):
+        first = ((i % per_epoch) * size + rank) * args.batch_size
+        index = order[first:first + args.batch_size]
+        x, y = images[index], labels[index]
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    warmup_seconds = sum(step(i) for i in range(args.warmup))
+    steps = args.steps
+    if args.budget > 0 and args.warmup > 0:  # every rank must time the same number of steps
+        mean = torch.tensor([warmup_seconds / args.warmup], dtype=torch.float64)
+        exchange.sum_(mean, "bench.warmup")
+        fit = int(args.budget / max(float(mean[0]) / size, 1e-9))
+        steps = max(min(steps, 10), min(steps, fit))
+    before = exchange.counters()
+    own = [step(args.warmup + i) for i in range(steps)]
+    return own, before, exchange.counters()
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    try:
+        images, labels = fashion_mnist.load("train", args.data_dir, args.train_samples)
+    except fashion_mnist.DataError as e:
+        print(f"torch_step_bench: {e}", file=sys.stderr)
+        return 1
+    images = images.flatten(1)
+    torch.manual_seed(args.seed)
+    widths = MODELS[args.model]
+    model = mlp(widths)
+    sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    exchange = (Arcreduce if args.variant in ("dense", "arctopk") else Gloo)(args, model, sgd)
+    rank, size = exchange.rank, exchange.size
+    if len(images) < size * args.batch_size:
+        print("torch_step_bench: fewer examples than one global batch", file=sys.stderr)
+        return 2
+    if args.variant == "ddp-powersgd":
+        args.warmup = max(args.warmup, 2)  # PowerSGD reduces densely before start_powerSGD_iter
+    own, before, after = time_steps(args, exchange, images, labels)
+    steps = len(own)
+    everyone = torch.zeros(size * steps, dtype=torch.float64)  # each rank fills its own slice
+    everyone[rank * steps:(rank + 1) * steps] = torch.tensor(own, dtype=torch.float64)
+    exchange.sum_(everyone, "bench.times")
+    times = everyone.view(size, steps).max(0).values.tolist()
+
+    parameters = sum(p.numel() for p in model.parameters())
+    ring = 2 * (size - 1) / size
+    per_step = {"bytes_sent_per_step": None, "collectives_per_step": None,
+                "negotiation_collectives_per_step": None, "coordinator_cpu_s_per_step": None}
+    if before is not None:
+        source = "arcreduce stats, rank 0"
+        for key, name in (("bytes_sent", "bytes_sent_per_step"),
+                          ("collectives", "collectives_per_step"),
+                          ("negotiation_collectives", "negotiation_collectives_per_step"),
+                          ("coordinator_cpu_seconds", "coordinator_cpu_s_per_step")):
+            if before[key] is not None and after[key] is not None:
+                per_step[name] = round((after[key] - before[key]) / steps, 6)
+    elif args.variant == "floor":
+        source = "none (no communication)"
+        per_step["bytes_sent_per_step"] = 0.0
+    else:
+        # Backward order, as DDP's buckets and the hook see the gradients.
+        shapes = [(n, list(p.shape)) for n, p in reversed(list(model.named_parameters()))]
+        floats = (parameters if args.variant == "ddp"
+                  else powersgd_payload(shapes, args.powersgd_rank))
+        source = f"estimate: ring 2(P-1)/P x {floats * 4} payload bytes"
+        per_step["bytes_sent_per_step"] = ring * floats * 4
+    if rank == 0:
+        median, p90 = median_p90(times)
+        result = {"bench": "e2e", "program": "torch_step_bench.py", "variant": args.variant,
+                  "model": "mlp " + "-".join(map(str, widths)), "parameters": parameters,
+                  "gradient_bytes": 4 * parameters, "batch_per_rank": args.batch_size,
+                  "ranks": size,
+                  "compressor": {"dense": "none", "arctopk": "arctopk"}.get(args.variant),
+                  "ratio": args.ratio if args.variant == "arctopk" else 0,
+                  "powersgd_rank": args.powersgd_rank if args.variant == "ddp-powersgd" else None,
+                  "bucket_cap_mb": args.bucket_cap_mb if args.variant.startswith("ddp") else None,
+                  "warmup": args.warmup, "steps": steps, "timing": "per step, the longest rank",
+                  "median_s": round(median, 6), "p90_s": round(p90, 6), **per_step,
+                  "bytes_source": source, "step_s": [round(t, 6) for t in times]}
+        print(json.dumps(result), flush=True)
+    exchange.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
