@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 
+sys.dont_write_bytecode = True  # the imports below are other folders' modules: leave them clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "04_pytorch_fashion_mnist"))
