@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
   app.add_option("--arctopk-error-feedback", flags.arctopk_error_feedback,
                  "error feedback variants of arctopk at each ratio (comma separated)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}))
+      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m", "efm"}))
       ->capture_default_str();
   app.add_option("--gradient-sets", flags.gradient_sets,
                  "distinct gradient sets per rank, used in turn, one per step")

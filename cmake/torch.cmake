@@ -40,7 +40,18 @@ else()
   set(_why "${ARCREDUCE_TORCH_PYTHON} does not exist")
 endif()
 
-option(ARCREDUCE_TORCH "Build the PyTorch binding (arcreduce.torch)" ${_torch_found})
+# The probe's choice is made again at every configure, so torch installed after a first configure
+# is picked up by the next; a value given with -DARCREDUCE_TORCH= that differs from the probe's is
+# the user's and is kept from then on.
+if(NOT DEFINED CACHE{ARCREDUCE_TORCH}
+   OR (DEFINED CACHE{_ARCREDUCE_TORCH_PROBED}
+       AND "${ARCREDUCE_TORCH}" STREQUAL "${_ARCREDUCE_TORCH_PROBED}"))
+  set(ARCREDUCE_TORCH ${_torch_found} CACHE BOOL "Build the PyTorch binding (arcreduce.torch)"
+      FORCE)
+  set(_ARCREDUCE_TORCH_PROBED ${_torch_found} CACHE INTERNAL "the probe's last ARCREDUCE_TORCH")
+else()
+  unset(_ARCREDUCE_TORCH_PROBED CACHE)
+endif()
 if(ARCREDUCE_TORCH AND NOT _torch_found)
   message(FATAL_ERROR "ARCREDUCE_TORCH=ON, but ${_why}")
 elseif(ARCREDUCE_TORCH)

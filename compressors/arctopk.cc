@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "compressors/dense_mean.h"
 #include "compressors/kernels/kernels.h"
@@ -10,6 +11,17 @@
 
 namespace arcreduce {
 namespace {
+
+// ARCREDUCE_RANDOM_ROWS: the drawn rows get an infinite score, so the top k are they plus the
+// best of the rest.
+void mark_random_rows(const Config& config, const CompressTensor& t, int64_t n, int64_t k,
+                      float* scores) {
+  const int64_t count = random_row_count(config.random_rows, k);
+  if (count == 0) return;
+  std::vector<int64_t> drawn(static_cast<size_t>(count));
+  draw_random_rows(config.seed, t.name, t.step, n, count, drawn.data());
+  for (int64_t row : drawn) scores[row] = std::numeric_limits<float>::infinity();
+}
 
 enum class Path {
   kDense,   // no useful matrix view or too small: exact mean
@@ -64,7 +76,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   begin_phase(ctx, "sketch", "compress");
 
   for (CompressTensor& t : bucket) {
-    Plan p{&t, Path::kDense, matrix_view(t.shape)};
+    Plan p{&t, Path::kDense, arc_matrix_view(t.shape, ctx.config.row_length)};
     p.input = t.input;
     if (p.view.usable && static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements) {
       const int64_t n = p.view.rows, m = p.view.cols;
@@ -129,6 +141,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     } else {
       kernels::sketch_row_scores(first.at(p.first), n, r, scores.data());
     }
+    mark_random_rows(ctx.config, t, n, p.k, scores.data());
     p.rows.resize(static_cast<size_t>(p.k));
     kernels::top_k_rows(scores.data(), n, p.k, p.rows.data());
     ctx.stats.selected_rows += static_cast<uint64_t>(p.k);

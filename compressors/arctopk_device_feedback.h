@@ -25,6 +25,12 @@ inline FeedbackKind feedback_kind(const std::string& name) {
   if (name == "ef14") return FeedbackKind::kEf14;
   if (name == "ef21") return FeedbackKind::kEf21;
   if (name == "ef21m") return FeedbackKind::kEf21m;
+  if (name == "efm") {
+    throw Error(
+        "error feedback 'efm' is not available for CUDA tensors yet (none, ef14, ef21, "
+        "ef21m are); set ARCREDUCE_ERROR_FEEDBACK or the tensor's option to one of those",
+        StatusCode::kInvalidArgument);
+  }
   throw Error("unknown error feedback '" + name + "' (none, ef14, ef21, ef21m)",
               StatusCode::kInvalidArgument);
 }

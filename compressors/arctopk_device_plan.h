@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,18 @@ struct ArcTopKPlan {
     size_t first = 0;   // offset in the first (sketch) buffer
     size_t second = 0;  // offset in the second (values) buffer
     size_t rows = 0;    // offset in the row-index buffer
+    // ARCREDUCE_RANDOM_ROWS: rows drawn at random (their indices follow the k selected ones in
+    // the row-index buffer) and the key of their draw.
+    int64_t random = 0;
+    uint64_t random_key = 0;
   };
   std::vector<Item> items;
   int r = 0;
   float inv_n = 1.0f;
   size_t first_floats = 0, second_floats = 0, row_count = 0;
-  size_t scratch_floats = 0;  // one tensor's projection, transposed projection, scores, rows
+  // One tensor's projection, transposed projection, scores, rows; then the random draw's normal
+  // values and its infinities.
+  size_t scratch_floats = 0;
   // What ArcTopK adds to CompressorStats for the same bucket.
   uint64_t sketch_bytes = 0, value_bytes = 0, selected_rows = 0, dense_fallbacks = 0;
 };
@@ -70,7 +77,7 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
                   " elements do not match its shape (ARC-Top-K device plan)");
     }
     ArcTopKPlan::Item it;
-    const MatrixView view = matrix_view(t.shape);
+    const MatrixView view = arc_matrix_view(t.shape, config.row_length);
     if (view.usable && static_cast<int64_t>(t.elements) >= config.min_compress_elements) {
       it.n = view.rows;
       it.m = view.cols;
@@ -97,8 +104,17 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       }
     }
     if (it.path != ArcTopKPlan::Path::kDense) {
+      it.random = random_row_count(config.random_rows, it.k);
+      if (it.random) {
+        it.random_key = random_rows_key(config.seed, t.name, t.step);
+        const size_t used = it.path == ArcTopKPlan::Path::kSketch
+                                ? static_cast<size_t>(2 * it.m * r + it.n)
+                                : static_cast<size_t>(it.n + it.k * it.m);
+        plan.scratch_floats =
+            std::max(plan.scratch_floats, used + static_cast<size_t>(it.n + it.random));
+      }
       it.rows = plan.row_count;
-      plan.row_count += static_cast<size_t>(it.k);
+      plan.row_count += static_cast<size_t>(it.k + it.random);
       plan.selected_rows += static_cast<uint64_t>(it.k);
     }
     plan.items.push_back(it);
@@ -156,6 +172,17 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       k.row_sq_norms(buf.first + it.first, it.n, it.m, scores);
     } else {
       k.sketch_row_scores(buf.first + it.first, it.n, r, scores);
+    }
+    if (it.random) {  // as mark_random_rows() in arctopk.cc
+      const size_t used = it.path == Path::kSketch ? static_cast<size_t>(2 * it.m * r + it.n)
+                                                   : static_cast<size_t>(it.n + it.k * it.m);
+      float* normal = scratch + used;
+      float* infinities = normal + it.n;
+      int64_t* drawn = rows + it.k;
+      k.fill_gaussian(it.random_key, normal, static_cast<size_t>(it.n));
+      k.top_k_rows(normal, it.n, it.random, drawn);
+      k.fill(infinities, static_cast<size_t>(it.random), std::numeric_limits<float>::infinity());
+      k.scatter_rows(infinities, 1, drawn, it.random, scores);
     }
     k.top_k_rows(scores, it.n, it.k, rows);
     if (it.path == Path::kSketch) {

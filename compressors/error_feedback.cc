@@ -21,6 +21,18 @@ void add_on_support(const CompressTensor& c, const float* src, float* dst) {
   }
 }
 
+// y = 0 outside the rows a row-sparse compressor reported for c (the rows are left as they are).
+void zero_outside_rows(const CompressTensor& c, float* y) {
+  const auto m = static_cast<size_t>(c.row_length);
+  size_t done = 0;
+  for (int64_t row : c.rows) {
+    const size_t begin = static_cast<size_t>(row) * m;
+    kernels::fill(y + done, begin - done, 0.0f);
+    done = begin + m;
+  }
+  kernels::fill(y + done, c.elements - done, 0.0f);
+}
+
 }  // namespace
 
 std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
@@ -34,48 +46,111 @@ std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inne
   if (kind == "ef21m") {
     return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf21m, store);
   }
+  if (kind == "efm") {
+    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEfm, store);
+  }
   return inner;
 }
 
 void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  if (kind_ == Kind::kEf14) {
+  if (kind_ == Kind::kEf14 || kind_ == Kind::kEfm) {
     reduce_ef14(bucket, ctx);
   } else {
     reduce_ef21(bucket, ctx);
   }
 }
 
+// ef14 and efm form x in the residual's own memory (e += g, or e += u), hand e to the inner
+// compressor as its input, and afterwards take this rank's contribution back out of it
+// (e -= C_i(x)) only on the rows a row-sparse compressor reports: two passes over the tensor
+// instead of seven, with the same arithmetic (float addition commutes), so the results are bit
+// for bit those of forming x in a scratch buffer. If a collective fails, e holds x: the job
+// ends with that error anyway.
 void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  // Scratch offsets first: the buffers may move while they grow.
+  const bool momentum = kind_ == Kind::kEfm;
+  const float beta = 1.0f - static_cast<float>(ctx.config.ef_momentum);
+  // Scratch offsets first: the buffer may move while it grows.
   std::vector<size_t> at(bucket.size());
-  work_.clear();
   own_.clear();
+  for (size_t i = 0; i < bucket.size(); ++i) at[i] = own_.append(bucket[i].elements);
+  // efm reaches here during ARCREDUCE_WARMUP_STEPS too (the executor leaves its warm-up to it):
+  // those tensors send their whole x densely, so that the warm-up keeps the momentum the user's
+  // optimizer no longer has.
+  std::vector<CompressTensor> inner, warm;
+  std::vector<size_t> inner_of;
+  std::vector<TensorState*> state(bucket.size());  // the store's entries do not move
   for (size_t i = 0; i < bucket.size(); ++i) {
-    at[i] = work_.append(bucket[i].elements);
-    own_.append(bucket[i].elements);
-  }
-  std::vector<CompressTensor> inner = bucket;
-  for (size_t i = 0; i < bucket.size(); ++i) {
-    TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
+    TensorState& s = *(state[i] = &store_.get(bucket[i].name, bucket[i].elements));
     if (s.e.size() != s.elements) s.e.assign(s.elements, 0.0f);
-    float* x = work_.at(at[i]);
     const size_t n = bucket[i].elements;
-    if (n) std::memcpy(x, bucket[i].input, n * sizeof(float));
-    kernels::axpby(1.0f, s.e.data(), 1.0f, x, n);  // x = g + e
-    inner[i].input = x;
-    // The inner output is this decorator's output, which must be complete: no sparse results.
-    inner[i].contribution = own_.at(at[i]);
+    const float* source = bucket[i].input;
+    if (momentum) {
+      // The velocity lives in v. ef21m's v (a normalised average, kept with h and hbar) is not
+      // one: a state that holds h was ef21m's, and efm starts its velocity over.
+      if (!s.ef_started || s.v.size() != n || !s.h.empty()) {
+        s.v.assign(n, 0.0f);
+        s.h.clear();
+        s.hbar.clear();
+      }
+      kernels::axpby(1.0f, bucket[i].input, beta, s.v.data(), n);  // u = beta u + g
+      source = s.v.data();
+    }
+    kernels::axpby(1.0f, source, 1.0f, s.e.data(), n);  // e becomes x = (g or u) + e
+    CompressTensor c = bucket[i];
+    c.input = s.e.data();
+    c.contribution = own_.at(at[i]);
+    // The executor sends every reduction of an efm tensor here, so its compressed-step count is
+    // its reduction count.
+    if (momentum && static_cast<int64_t>(bucket[i].step) < ctx.config.warmup_steps) {
+      warm.push_back(c);
+    } else {
+      // Row-sparse results are welcome: the decorator completes the output itself.
+      c.allow_sparse = true;
+      inner.push_back(c);
+      inner_of.push_back(i);
+    }
   }
-  inner_->reduce(inner, ctx);
+  if (!warm.empty()) {
+    ctx.stats.warmup_tensors += warm.size();
+    begin_phase(ctx, "warm-up collective", "communicate");
+    std::vector<CompressTensor*> pointers;
+    for (auto& w : warm) pointers.push_back(&w);
+    dense_mean(pointers, ctx.comm);
+  }
+  if (!inner.empty()) inner_->reduce(inner, ctx);
   begin_phase(ctx, "error feedback", "decompress");
   for (size_t i = 0; i < bucket.size(); ++i) {
-    TensorState& s = store_.get(bucket[i].name, bucket[i].elements);
-    const size_t n = bucket[i].elements;
-    kernels::subtract(work_.at(at[i]), own_.at(at[i]), s.e.data(), n);  // e = x - C_i(x)
-    s.ef_started = true;
-    if (bucket[i].contribution && n) {
-      std::memcpy(bucket[i].contribution, own_.at(at[i]), n * sizeof(float));
+    state[i]->ef_started = true;
+    float* out = bucket[i].contribution;  // the caller's copy of C_i(x)
+    if (out && bucket[i].elements) {
+      std::memcpy(out, own_.at(at[i]), bucket[i].elements * sizeof(float));
     }
+  }
+  for (const CompressTensor& w : warm) {  // everything was sent: e = x - x = 0
+    kernels::fill(store_.get(w.name, w.elements).e.data(), w.elements, 0.0f);
+  }
+  const bool masking = momentum && ctx.config.ef_masking;
+  for (size_t j = 0; j < inner.size(); ++j) {
+    const CompressTensor& c = inner[j];
+    TensorState& s = *state[inner_of[j]];
+    const float* own = c.contribution;
+    // The same on the whole tensor or on each reported row: e -= C_i(x), and with masking the
+    // velocity cleared where C_i(x) is non-zero.
+    auto settle = [&](size_t begin, size_t count) {
+      kernels::subtract(s.e.data() + begin, own + begin, s.e.data() + begin, count);
+      if (!masking) return;
+      float* u = s.v.data() + begin;
+      for (size_t k = 0; k < count; ++k) u[k] = own[begin + k] != 0.0f ? 0.0f : u[k];
+    };
+    if (!c.sparse) {
+      settle(0, c.elements);
+      continue;
+    }
+    const auto m = static_cast<size_t>(c.row_length);
+    for (int64_t row : c.rows) settle(static_cast<size_t>(row) * m, m);
+    zero_outside_rows(c, c.output);  // the decorator's output is complete
+    float* out = bucket[inner_of[j]].contribution;
+    if (out) zero_outside_rows(c, out);  // the copy above has the rows; the rest was unwritten
   }
 }
 
@@ -141,7 +216,10 @@ void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressCon
     CompressTensor& t = bucket[i];
     TensorState& s = store_.get(t.name, t.elements);
     const size_t n = t.elements;
-    if (!s.ef_started) {
+    // A state that another error feedback started (ef14 keeps only e; a per-op option or a
+    // loaded state file may switch it) has no h and hbar to continue from: start over, as every
+    // rank does for this tensor at this same step.
+    if (!s.ef_started || s.h.size() != n || s.hbar.size() != n || (momentum && s.v.size() != n)) {
       s.h.assign(n, 0.0f);
       s.hbar.assign(n, 0.0f);
       if (momentum) s.v.assign(n, 0.0f);

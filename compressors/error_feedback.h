@@ -6,6 +6,11 @@
 //          c = C(g - h); h += C_i(g - h); hbar += mean c; output hbar. A cold start
 //          (ARCREDUCE_EF_INIT=zero) begins from h = hbar = 0.
 //   ef21m: v = (1 - eta) v + eta g (warm start: v = g first; cold: v starts at 0), then ef21 on v.
+//   efm:   error feedback on the optimizer's momentum (Deep Gradient Compression's momentum
+//          correction): u = (1 - eta) u + g (u starts at 0); x = u + e; output mean C(x);
+//          e = x - C_i(x). The user's optimizer runs without momentum: at ratio 1 this is
+//          heavy-ball SGD with momentum 1 - eta exactly. With ARCREDUCE_EF_MASKING=1, u is also
+//          cleared where C_i(x) is non-zero (momentum-factor masking).
 #pragma once
 
 #include <memory>
@@ -18,7 +23,7 @@ namespace arcreduce {
 
 class ErrorFeedback : public Compressor {
  public:
-  enum class Kind { kEf14, kEf21, kEf21m };
+  enum class Kind { kEf14, kEf21, kEf21m, kEfm };
   ErrorFeedback(std::unique_ptr<Compressor> inner, Kind kind, StateStore& store)
       : inner_(std::move(inner)), kind_(kind), store_(store) {}
 
@@ -35,7 +40,7 @@ class ErrorFeedback : public Compressor {
   PackedBuffer work_, own_, mean_;
 };
 
-// "ef14", "ef21", "ef21m" wrap `inner`; "none" returns it unwrapped.
+// "ef14", "ef21", "ef21m", "efm" wrap `inner`; "none" returns it unwrapped.
 std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
                                                 const std::string& kind, StateStore& store);
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "compressors/kernels/kernels.h"
 
 namespace arcreduce {
 
@@ -27,6 +30,40 @@ MatrixView matrix_view(const std::vector<int64_t>& shape) {
   }
   v.usable = true;
   return v;
+}
+
+MatrixView arc_matrix_view(const std::vector<int64_t>& shape, int64_t max_row_length) {
+  MatrixView v = matrix_view(shape);
+  if (!v.usable || max_row_length <= 0 || v.cols <= max_row_length) return v;
+  // Pieces between half the limit and the limit; a row length without such a divisor (a large
+  // prime) keeps its rows whole rather than falling to rows too short to sketch.
+  int64_t length = 0;
+  for (int64_t l = max_row_length; l > 0 && 2 * l >= max_row_length; --l) {
+    if (v.cols % l == 0) {
+      length = l;
+      break;
+    }
+  }
+  if (length == 0) return v;
+  v.rows *= v.cols / length;
+  v.cols = length;
+  return v;
+}
+
+int64_t random_row_count(double fraction, int64_t k) {
+  if (k <= 0 || fraction <= 0) return 0;
+  return std::min(k, static_cast<int64_t>(std::floor(fraction * static_cast<double>(k))));
+}
+
+uint64_t random_rows_key(uint64_t seed, const std::string& name, uint64_t step) {
+  return kernels::philox_key(seed, name + "\x1frandom rows", step);
+}
+
+void draw_random_rows(uint64_t seed, const std::string& name, uint64_t step, int64_t n,
+                      int64_t count, int64_t* rows) {
+  std::vector<float> z(static_cast<size_t>(n));
+  kernels::fill_gaussian(random_rows_key(seed, name, step), z.data(), z.size());
+  kernels::top_k_rows(z.data(), n, count, rows);
 }
 
 int64_t kept(double ratio, int64_t n) {

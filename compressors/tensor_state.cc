@@ -134,7 +134,7 @@ TensorState& StateStore::get(const std::string& name, size_t elements) {
   return s;
 }
 
-void StateStore::save(const std::string& path, int rank, int size) const {
+std::string StateStore::save_bytes(int rank, int size) const {
   Out out;
   out.bytes().append(kMagic, sizeof(kMagic));
   out.pod<uint32_t>(kVersion);
@@ -157,10 +157,15 @@ void StateStore::save(const std::string& path, int rank, int size) const {
     out.named(s.doubles);
   }
   out.pod<uint64_t>(fnv1a(out.bytes()));
+  return std::move(out.bytes());
+}
+
+void StateStore::save(const std::string& path, int rank, int size) const {
+  const std::string bytes = save_bytes(rank, size);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(out.bytes().data(), static_cast<std::streamsize>(out.bytes().size()));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!f) throw Error("save_state('" + path + "'): cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -173,7 +178,10 @@ void StateStore::load(const std::string& path, int rank, int size) {
   if (!f) throw Error("load_state('" + path + "'): cannot open the file");
   std::stringstream buffer;
   buffer << f.rdbuf();
-  const std::string bytes = buffer.str();
+  load_bytes(buffer.str(), path, rank, size);
+}
+
+void StateStore::load_bytes(const std::string& bytes, const std::string& path, int rank, int size) {
   In in(bytes, path);
   if (bytes.size() < sizeof(kMagic) + sizeof(uint64_t) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -209,11 +217,20 @@ void StateStore::load(const std::string& path, int rank, int size) {
     s.h = in.floats();
     s.hbar = in.floats();
     s.v = in.floats();
+    // The error feedback indexes its buffers by the tensor's element count.
+    for (const std::vector<float>* buffer : {&s.e, &s.h, &s.hbar, &s.v}) {
+      if (!buffer->empty() && buffer->size() != s.elements) {
+        in.fail("tensor '" + name + "' has an error-feedback buffer of " +
+                std::to_string(buffer->size()) + " entries for " + std::to_string(s.elements) +
+                " elements: corrupted");
+      }
+    }
     if (version >= 2) {
       s.floats = in.named<float>();
       s.int64s = in.named<int64_t>();
       s.doubles = in.named<double>();
     }
+    if (states.count(name)) in.fail("tensor '" + name + "' is listed twice: corrupted");
     states.emplace(std::move(name), std::move(s));
   }
   if (in.pos() != bytes.size() - sizeof(stored)) in.fail("trailing bytes: corrupted");

@@ -60,6 +60,16 @@ class StateStore {
   // corrupted or truncated file. Tensors submitted later that the file does not know are an
   // error (another tensor set), unless the file was empty.
   void load(const std::string& path, int rank, int size);
+  // save() and load() without the file: the file's bytes, and `path` only for messages.
+  std::string save_bytes(int rank, int size) const;
+  void load_bytes(const std::string& bytes, const std::string& path, int rank, int size);
+
+  size_t tensor_count() const { return states_.size(); }
+  // Calls f(name, state) for every tensor, in name order.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& kv : states_) f(kv.first, kv.second);
+  }
 
   std::mutex& mutex() const { return mutex_; }
 

@@ -21,8 +21,14 @@ int parse_slots(const std::string& text, const std::string& where) {
   return static_cast<int>(*slots);
 }
 
-// Adds a host, summing the slots of a name seen before.
-void add_host(std::vector<Host>* hosts, Host host) {
+// Adds a host, summing the slots of a name seen before. The slots of all hosts together stay
+// within kMaxSlots (as -np does), so neither a host's sum nor total_slots() can overflow int.
+void add_host(std::vector<Host>* hosts, Host host, const std::string& where) {
+  long long total = host.slots;
+  for (const Host& known : *hosts) total += known.slots;
+  if (total > kMaxSlots) {
+    throw UsageError(where + ": more than " + std::to_string(kMaxSlots) + " slots in all");
+  }
   for (Host& known : *hosts) {
     if (known.name == host.name) {
       known.slots += host.slots;
@@ -58,7 +64,7 @@ std::vector<Host> parse_host_list(const std::string& list) {
     host.name = item.substr(0, colon);
     check_host_name(host.name, "-H");
     if (colon != std::string::npos) host.slots = parse_slots(item.substr(colon + 1), "-H " + item);
-    add_host(&hosts, std::move(host));
+    add_host(&hosts, std::move(host), "-H");
   }
   if (!any || list.back() == ',') throw UsageError("-H: empty host in '" + list + "'");
   return hosts;
@@ -84,7 +90,7 @@ std::vector<Host> parse_hostfile_text(const std::string& text, const std::string
       host.slots = parse_slots(word.substr(6), where);
       have_slots = true;
     }
-    add_host(&hosts, std::move(host));
+    add_host(&hosts, std::move(host), where);
   }
   if (hosts.empty()) throw UsageError(file + ": no hosts in hostfile");
   return hosts;

@@ -47,7 +47,7 @@ const std::vector<Entry>& entries() {
          if (v < 1 || v > 1 << 30) throw Unparsable{"an integer >= 1"};
          c->sketch_rank = static_cast<int>(v);
        }},
-      {{"--error-feedback", kEnvErrorFeedback, "error feedback: none, ef14, ef21, ef21m"},
+      {{"--error-feedback", kEnvErrorFeedback, "error feedback: none, ef14, ef21, ef21m, efm"},
        [](const std::string& t, Config* c) { c->error_feedback = t; }},
       {{"--ef-momentum", kEnvEfMomentum, "eta of EF21M, in (0, 1]"},
        [](const std::string& t, Config* c) { c->ef_momentum = number(t); }},

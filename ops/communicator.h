@@ -3,12 +3,25 @@
 // Failures throw arcreduce::Error (kInternal) carrying the MPI error string and the call site.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "arcreduce/status.h"
+
 namespace arcreduce {
+
+// Thrown (code kStalled) by a call whose wait saw no progress for longer than the communicator's
+// bound (MpiCommunicator: WaitPolicy::timeout, ARCREDUCE_STALL_SHUTDOWN_SECONDS): a peer stopped
+// taking part (stopped, hung, or cut off). The call's requests stay posted, so the communicator
+// must not be used for collectives afterwards; the job has to end (Communicator::abort).
+class CommunicationTimeout : public Error {
+ public:
+  explicit CommunicationTimeout(std::string message)
+      : Error(std::move(message), StatusCode::kStalled) {}
+};
 
 // Element types that travel through collectives.
 enum class ScalarType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kUInt64 };
@@ -87,6 +100,16 @@ class Communicator {
   // Ends the whole job (all ranks) with `code`; used by the stall inspector. Loopback
   // implementations record the call instead of killing the test process.
   virtual void abort(int code, const std::string& reason) = 0;
+  // After a CommunicationTimeout: every rank that calls this sends a small message to every
+  // other rank on a channel of its own and listens for theirs for `grace`; *silent receives the
+  // ranks from which nothing arrived (stopped, hung, or unreachable: ranks stuck in the same
+  // collective time out within about one wait of each other and answer). Returns false when the
+  // communicator cannot tell (the default). Only for naming ranks before the job is aborted.
+  virtual bool find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) {
+    (void)grace;
+    (void)silent;
+    return false;
+  }
 
   virtual TrafficCounters traffic() const = 0;
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "arcreduce/status.h"
 #include "ops/mpi_check.h"
@@ -21,6 +22,7 @@ namespace {
 constexpr int kAllgathervTag = 1;
 constexpr int kGathervTag = 2;
 constexpr int kAlltoallvTag = 3;
+constexpr int kLivenessTag = 4;
 
 void require_buffer(const void* buf, size_t bytes, const char* what) {
   if (buf == nullptr && bytes > 0) {
@@ -149,7 +151,7 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done * element, n, reduction.datatype,
                                  reduction.op, comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n) * element);
   }
   record(allreduce_traffic(count, element, size_, rank_));
 }
@@ -168,7 +170,7 @@ void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                                  static_cast<int>(bytes), MPI_BYTE, comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait, bytes * size_);
   }
   record(allgatherv_traffic(std::vector<size_t>(size_, bytes), rank_));
 }
@@ -199,7 +201,7 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
   MPI_Request request = MPI_REQUEST_NULL;
   ARC_MPI_CHECK(MPI_Iallgatherv(send, counts[rank_], MPI_BYTE, recv, counts.data(), displs.data(),
                                 MPI_BYTE, comm_, &request));
-  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait, total);
   record(allgatherv_traffic(recv_bytes, rank_));
 }
 
@@ -233,7 +235,7 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
   MPI_Request request = MPI_REQUEST_NULL;
   ARC_MPI_CHECK(
       MPI_Iallgather(&own, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_, &request));
-  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait, sizeof(uint64_t) * size_);
   std::vector<size_t> block_bytes(sizes.begin(), sizes.end());
   const size_t total = sum(block_bytes);
   if (rank_ == root) {
@@ -250,7 +252,7 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
     }
     ARC_MPI_CHECK(MPI_Igatherv(send.data(), counts[rank_], MPI_BYTE, gathered.data(), counts.data(),
                                displs.data(), MPI_BYTE, root, comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait, total);
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r) {
         if (counts[r] > 0) std::memcpy(&(*blocks)[r][0], gathered.data() + displs[r], counts[r]);
@@ -281,7 +283,7 @@ void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
     const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, root, comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n));
   }
   record(broadcast_traffic(bytes, size_, rank_, root));
 }
@@ -339,6 +341,7 @@ void MpiCommunicator::post_send(const void* buf, size_t bytes, int dst, int tag,
                                 Pending* pending) {
   const char* data = static_cast<const char*>(buf);
   const size_t limit = options_.max_message_bytes;
+  pending->bytes += bytes;
   for (size_t i = 0, n = pieces(bytes, limit); i < n; ++i) {
     const size_t length = std::min(limit, bytes - i * limit);
     pending->requests.push_back(MPI_REQUEST_NULL);
@@ -352,6 +355,7 @@ void MpiCommunicator::post_recv(void* buf, size_t bytes, int src, int tag, MPI_C
                                 Pending* pending) {
   char* data = static_cast<char*>(buf);
   const size_t limit = options_.max_message_bytes;
+  pending->bytes += bytes;
   for (size_t i = 0, n = pieces(bytes, limit); i < n; ++i) {
     const size_t length = std::min(limit, bytes - i * limit);
     pending->requests.push_back(MPI_REQUEST_NULL);
@@ -365,7 +369,7 @@ void MpiCommunicator::wait_all(Pending* pending) {
   if (pending->requests.empty()) return;
   std::vector<MPI_Status> statuses(pending->requests.size());
   wait_requests(pending->requests.data(), static_cast<int>(pending->requests.size()),
-                statuses.data(), options_.wait);
+                statuses.data(), options_.wait, pending->bytes);
   for (size_t i = 0; i < statuses.size(); ++i) {
     if (pending->expected_bytes[i] < 0) continue;
     int received = 0;
@@ -460,6 +464,48 @@ void MpiCommunicator::barrier() {
   ARC_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
   record({});
+}
+
+bool MpiCommunicator::find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) {
+  silent->clear();
+  if (size_ == 1) return true;
+  // The byte sent must outlive this call: a send to a stopped rank may never complete and is
+  // released, not waited for.
+  static const char kAlive = 1;
+  std::vector<char> answers(static_cast<size_t>(size_), 0);
+  std::vector<MPI_Request> receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    ARC_MPI_CHECK(MPI_Irecv(&answers[static_cast<size_t>(peer)], 1, MPI_CHAR, peer, kLivenessTag,
+                            ring_comm_, &receives[static_cast<size_t>(peer)]));
+    MPI_Request send = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Isend(&kAlive, 1, MPI_CHAR, peer, kLivenessTag, ring_comm_, &send));
+    ARC_MPI_CHECK(MPI_Request_free(&send));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  std::vector<bool> answered(static_cast<size_t>(size_), false);
+  answered[static_cast<size_t>(rank_)] = true;
+  int missing = size_ - 1;
+  while (missing > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (answered[static_cast<size_t>(peer)]) continue;
+      int done = 0;
+      ARC_MPI_CHECK(MPI_Test(&receives[static_cast<size_t>(peer)], &done, MPI_STATUS_IGNORE));
+      if (done) {
+        answered[static_cast<size_t>(peer)] = true;
+        --missing;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int peer = 0; peer < size_; ++peer) {
+    if (answered[static_cast<size_t>(peer)]) continue;
+    silent->push_back(peer);
+    MPI_Request& r = receives[static_cast<size_t>(peer)];
+    ARC_MPI_CHECK(MPI_Cancel(&r));
+    ARC_MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));  // a cancelled receive completes locally
+  }
+  return true;
 }
 
 void MpiCommunicator::abort(int code, const std::string& reason) {

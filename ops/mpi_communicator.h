@@ -71,6 +71,9 @@ class MpiCommunicator : public Communicator {
   void barrier() override;
   // Logs `reason` at error level, then MPI_Abort on the whole job; does not return.
   void abort(int code, const std::string& reason) override;
+  // One byte to and from every other rank on the internal duplicate (its own tag), polled for
+  // `grace`; unanswered receives are cancelled, sends released.
+  bool find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) override;
 
   TrafficCounters traffic() const override;
   bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
@@ -90,6 +93,7 @@ class MpiCommunicator : public Communicator {
   struct Pending {
     std::vector<MPI_Request> requests;
     std::vector<long long> expected_bytes;  // -1 for sends
+    size_t bytes = 0;                       // sent and received, for WaitHistory
   };
   // Post the pieces (each <= max_message_bytes) of one message; both sides split identically.
   void post_send(const void* buf, size_t bytes, int dst, int tag, MPI_Comm comm, Pending* pending);

@@ -9,17 +9,20 @@
 #endif
 
 #include <cstdint>
+#include <cstdio>
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "arcreduce/status.h"
+#include "ops/communicator.h"
 #include "ops/mpi_check.h"
 
 namespace arcreduce {
 
 const std::vector<std::string>& wait_mode_names() {
-  static const std::vector<std::string> names = {"busy", "yield", "sleep"};
+  static const std::vector<std::string> names = {"sleep", "yield", "busy"};  // default first
   return names;
 }
 
@@ -27,7 +30,7 @@ WaitMode parse_wait_mode(const std::string& name) {
   if (name == "busy") return WaitMode::kBusy;
   if (name == "yield") return WaitMode::kYield;
   if (name == "sleep") return WaitMode::kSleep;
-  throw Error("unknown wait mode '" + name + "' (expected busy, yield or sleep)",
+  throw Error("unknown wait mode '" + name + "' (expected sleep, yield or busy)",
               StatusCode::kInvalidArgument);
 }
 
@@ -41,6 +44,39 @@ const char* wait_mode_name(WaitMode mode) {
       return "sleep";
   }
   return "?";
+}
+
+WaitHistory::WaitHistory() {
+  for (auto& q : quick_) q.store(kOne, std::memory_order_relaxed);
+}
+
+size_t WaitHistory::size_class(size_t bytes) {
+  size_t c = 0;
+  while (bytes >= 4 && c + 1 < std::tuple_size<decltype(quick_)>::value) {
+    bytes /= 4;
+    ++c;
+  }
+  return c;
+}
+
+std::chrono::microseconds WaitHistory::spin_for(size_t bytes,
+                                                std::chrono::microseconds spin) const {
+  if (quick_[size_class(bytes)].load(std::memory_order_relaxed) >= kOne / 2) return spin;
+  return std::min(spin, kShortSpin);
+}
+
+void WaitHistory::record(size_t bytes, std::chrono::microseconds spin,
+                         std::chrono::steady_clock::duration waited) {
+  std::atomic<uint32_t>& q = quick_[size_class(bytes)];
+  const uint32_t sample = waited <= spin ? kOne : 0;
+  const uint32_t old = q.load(std::memory_order_relaxed);
+  // old + (sample - old) / 8, in unsigned arithmetic.
+  q.store(sample >= old ? old + (sample - old) / 8 : old - (old - sample) / 8,
+          std::memory_order_relaxed);
+}
+
+double WaitHistory::quick_fraction(size_t bytes) const {
+  return static_cast<double>(quick_[size_class(bytes)].load(std::memory_order_relaxed)) / kOne;
 }
 
 void tighten_timer_slack() {
@@ -80,6 +116,11 @@ bool request_short_slice(std::chrono::microseconds slice) {
 namespace {
 
 constexpr int kPollBurst = 16;
+constexpr int kQuietFraction = 16;
+// A wait loop looks at the clock at least every max_sleep (at most 100 ms); a longer gap means
+// this process itself was not running (SIGSTOP of the whole job, a suspended terminal), and that
+// time must not count against the peers.
+constexpr std::chrono::seconds kOwnStopGap(1);
 
 // MPI_Testall completes nothing until all are done; MPI_Testsome reports partial progress,
 // which resets the back-off. Returns true when every request is done.
@@ -106,12 +147,27 @@ bool test(MPI_Request* requests, int count, MPI_Status* statuses, int* remaining
   return *remaining <= 0;
 }
 
+std::string format_seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
+[[noreturn]] void throw_timeout(const WaitPolicy& policy, int count, int remaining) {
+  const double seconds = std::chrono::duration<double>(policy.timeout).count();
+  throw CommunicationTimeout("no progress for " + format_seconds(seconds) +
+                             " s (ARCREDUCE_STALL_SHUTDOWN_SECONDS) with " +
+                             std::to_string(remaining) + " of " + std::to_string(count) +
+                             " MPI requests still open: a peer rank stopped taking part");
+}
+
 }  // namespace
 
-void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses,
-                   const WaitPolicy& policy) {
+void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const WaitPolicy& policy,
+                   size_t bytes) {
   if (count <= 0) return;
-  if (policy.mode == WaitMode::kBusy) {
+  const bool bounded = policy.timeout.count() > 0;
+  if (policy.mode == WaitMode::kBusy && !bounded) {
     ARC_MPI_CHECK(MPI_Waitall(count, requests, statuses));
     return;
   }
@@ -121,24 +177,58 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses,
   std::vector<int> indices;
   std::vector<MPI_Status> scratch;
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point spin_until = Clock::now() + policy.spin;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point quiet_since = start;  // start, or the last partial completion
+  WaitHistory* history = policy.mode == WaitMode::kSleep ? policy.history.get() : nullptr;
+  const Clock::time_point spin_until =
+      start + (history ? history->spin_for(bytes, policy.spin) : policy.spin);
+  // Tells the history how long this wait took, however it ends.
+  struct Recorder {
+    WaitHistory* history;
+    size_t bytes;
+    std::chrono::microseconds spin;
+    Clock::time_point start;
+    ~Recorder() {
+      if (history) history->record(bytes, spin, Clock::now() - start);
+    }
+  } recorder{history, bytes, policy.spin, start};
+  // The timeout counts from the start or the last completion of any request (a long ring makes
+  // progress step by step; a single request has only its start).
+  Clock::time_point last_progress = quiet_since;
+  Clock::time_point last_look = quiet_since;
+  auto check_timeout = [&](Clock::time_point now, bool progressed) {
+    if (progressed || now - last_look > kOwnStopGap) last_progress = now;
+    last_look = now;
+    if (bounded && now - last_progress > policy.timeout) throw_timeout(policy, count, remaining);
+  };
   std::chrono::microseconds sleep = policy.min_sleep;
   while (true) {
     bool progressed = false;
     if (test(requests, count, statuses, &remaining, &progressed, &indices, &scratch)) return;
-    if (policy.mode == WaitMode::kYield) {
-      sched_yield();
+    if (policy.mode != WaitMode::kSleep) {
+      if (policy.mode == WaitMode::kYield) sched_yield();
+      if (bounded) check_timeout(Clock::now(), progressed);
       continue;
     }
-    if (Clock::now() < spin_until) continue;
-    if (progressed) sleep = policy.min_sleep;
-    std::this_thread::sleep_for(sleep);
+    const Clock::time_point now = Clock::now();
+    check_timeout(now, progressed);
+    if (now < spin_until) continue;
+    if (progressed) {
+      sleep = policy.min_sleep;
+      quiet_since = now;
+    }
+    // A completion is noticed at most about 1/16 of the quiet time late; a long wait (a slow
+    // link) wakes rarely, a short one stays prompt.
+    const auto bound =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - quiet_since) / kQuietFraction;
+    std::this_thread::sleep_for(std::max(policy.min_sleep, std::min(sleep, bound)));
     sleep = std::min(sleep * 2, policy.max_sleep);
     // Open MPI runs some progress callbacks (libnbc's schedules among them) only on every
     // eighth progress call: poll in a burst after each sleep so one wake-up advances them.
     for (int i = 0; i < kPollBurst; ++i) {
       if (test(requests, count, statuses, &remaining, &progressed, &indices, &scratch)) return;
     }
+    if (progressed) last_progress = Clock::now();
   }
 }
 

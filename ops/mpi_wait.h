@@ -9,15 +9,22 @@
 //           runnable thread between polls.
 //   kSleep  MPI_Testall with sched_yield() for `spin` (completions that come within
 //           microseconds cost no sleep), then sleeps between polls, starting at `min_sleep` and
-//           doubling up to `max_sleep`; the sleep drops back to `min_sleep` whenever a request
-//           of a multi-request wait completes, so a stream of messages is polled promptly.
+//           doubling up to `max_sleep` and never longer than 1/16 of the time waited (since
+//           the start or the last partial completion); the sleep drops back to `min_sleep` whenever
+//           a request of a multi-request wait completes, so a stream of messages is polled
+//           promptly.
 // The mode is local to a rank: every mode posts the same non-blocking operations, so ranks with
 // different modes still match each other's messages.
 #pragma once
 
 #include "ops/mpi_include.h"
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,25 +32,63 @@ namespace arcreduce {
 
 enum class WaitMode { kBusy, kYield, kSleep };
 
+// What recent waits took, per message size (classes of powers of 4 bytes), so that kSleep polls
+// only where polling pays: a wait that usually ends within the spin time (a fast peer, shared
+// memory) polls for the whole spin; one that usually does not (a late peer, a slow link) would
+// only take the core from the training thread for the whole spin, so it polls for kShortSpin
+// before it sleeps. Each class keeps a moving average (weight 1/8) of "ended within the spin";
+// a class polls the whole spin while that average is at least one half. Fresh classes poll.
+// Safe to share between threads (relaxed atomics); one per communicator.
+class WaitHistory {
+ public:
+  static constexpr std::chrono::microseconds kShortSpin{20};
+
+  WaitHistory();
+  // How long a wait for `bytes` polls before its first sleep, given the configured spin.
+  std::chrono::microseconds spin_for(size_t bytes, std::chrono::microseconds spin) const;
+  // A wait for `bytes` took `waited`; it counts as quick when that is at most `spin`.
+  void record(size_t bytes, std::chrono::microseconds spin,
+              std::chrono::steady_clock::duration waited);
+  // The moving average of quick waits of `bytes`' class, 0..1 (for tests).
+  double quick_fraction(size_t bytes) const;
+
+ private:
+  static size_t size_class(size_t bytes);
+  static constexpr uint32_t kOne = 1u << 16;
+  std::array<std::atomic<uint32_t>, 20> quick_;  // fixed point, kOne = all quick
+};
+
 struct WaitPolicy {
   WaitMode mode = WaitMode::kSleep;
   std::chrono::microseconds spin{50};
   std::chrono::microseconds min_sleep{10};
-  std::chrono::microseconds max_sleep{200};
+  std::chrono::microseconds max_sleep{2000};
+  // Longest time a wait may go without any of its requests completing; then wait_requests
+  // throws CommunicationTimeout (ops/communicator.h). 0: wait forever. kBusy then polls with
+  // MPI_Testsome instead of MPI_Waitall, so that it can look at the clock.
+  std::chrono::milliseconds timeout{0};
+  // kSleep: learns per message size whether to poll for `spin` or only WaitHistory::kShortSpin.
+  // Null: always `spin`. Copies of a policy share it.
+  std::shared_ptr<WaitHistory> history;
 };
 
-// "busy", "yield", "sleep" <-> WaitMode; parse throws arcreduce::Error naming the value.
+// "sleep", "yield", "busy" <-> WaitMode (names in that order, the default first); parse throws
+// arcreduce::Error naming the value.
 WaitMode parse_wait_mode(const std::string& name);
 const char* wait_mode_name(WaitMode mode);
 const std::vector<std::string>& wait_mode_names();
 
 // Completes all `count` requests (MPI_REQUEST_NULL entries are ignored) under `policy`.
-// `statuses` is MPI_STATUSES_IGNORE or holds `count` entries. Throws arcreduce::Error on MPI
-// failure, like ARC_MPI_CHECK.
-void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses,
-                   const WaitPolicy& policy);
-inline void wait_request(MPI_Request* request, MPI_Status* status, const WaitPolicy& policy) {
-  wait_requests(request, 1, status == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : status, policy);
+// `statuses` is MPI_STATUSES_IGNORE or holds `count` entries. `bytes`: what the wait moves (the
+// message size class of policy.history). Throws arcreduce::Error on MPI failure, like
+// ARC_MPI_CHECK, and CommunicationTimeout after `policy.timeout` without progress (the requests
+// are then left posted).
+void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const WaitPolicy& policy,
+                   size_t bytes = 0);
+inline void wait_request(MPI_Request* request, MPI_Status* status, const WaitPolicy& policy,
+                         size_t bytes = 0) {
+  wait_requests(request, 1, status == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : status, policy,
+                bytes);
 }
 
 // Makes this thread's sleeps as short as asked (Linux rounds every sleep up by the thread's

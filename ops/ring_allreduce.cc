@@ -51,7 +51,7 @@ class Ring {
       const RingChunk chunk = recv_chunk(t);
       std::vector<MPI_Request>& receives = receives_[t % 2];
       for (size_t k = 0; k < receives.size(); ++k) {
-        wait_request(&receives[k], MPI_STATUS_IGNORE, wait_);
+        wait_request(&receives[k], MPI_STATUS_IGNORE, wait_, segment_elements_ * element_);
         if (t < size_ - 1) {
           const size_t offset = k * segment_elements_;
           const size_t length = std::min(segment_elements_, chunk.count - offset);
@@ -62,7 +62,8 @@ class Ring {
       }
       std::vector<MPI_Request>& sends = sends_[t % 2];
       if (!sends.empty()) {
-        wait_requests(sends.data(), static_cast<int>(sends.size()), MPI_STATUSES_IGNORE, wait_);
+        wait_requests(sends.data(), static_cast<int>(sends.size()), MPI_STATUSES_IGNORE, wait_,
+                      segment_elements_ * element_ * sends.size());
       }
       if (defer) post_receives(t + 1);
     }

@@ -3,9 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "arcreduce/arcreduce.h"
 #include "ops/allreduce_algorithm.h"
@@ -22,21 +28,65 @@ WaitPolicy wait_policy_of(const Config& config) {
   policy.max_sleep = std::chrono::microseconds(std::max<int64_t>(1, config.wait_max_sleep_us));
   policy.min_sleep = std::min(policy.min_sleep, policy.max_sleep);
   policy.spin = std::chrono::microseconds(std::max<int64_t>(0, config.wait_spin_us));
+  policy.history = std::make_shared<WaitHistory>();  // one per runtime, shared by its waits
+  // A collective without progress for the stall shutdown time means a rank stopped taking part
+  // (stopped, hung, cut off): the coordinator then names it and ends the job (docs/errors.md).
+  if (config.stall_shutdown_seconds > 0) {
+    policy.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(std::ceil(std::min(config.stall_shutdown_seconds, 1e9) * 1000.0)));
+  }
   return policy;
 }
 
 std::mutex g_mutex;
-// Never destroyed by static destruction: the atexit handler tears it down before MPI_Finalize.
-Runtime* g_runtime = nullptr;
+// The current runtime, replaced only by init() and torn down by the exit handler, both under
+// g_mutex. Calls that use it after releasing g_mutex (submissions, synchronize()) hold a
+// reference, so a runtime that another thread replaces or tears down meanwhile stays alive until
+// the last such call returns. Never destroyed by static destruction: the atexit handler tears the
+// runtime down before MPI_Finalize.
+std::shared_ptr<Runtime>& current_runtime() {
+  static auto* runtime = new std::shared_ptr<Runtime>();
+  return *runtime;
+}
+// Runtimes still used by a call when they were retired (see retire()): kept alive for good.
+std::vector<std::shared_ptr<Runtime>>& parked_runtimes() {
+  static auto* parked = new std::vector<std::shared_ptr<Runtime>>();
+  return *parked;
+}
 bool g_we_initialized_mpi = false;
 // Handles of calls made while no runtime exists; the top bit keeps them apart from a runtime's.
 TensorQueue* g_orphan_queue = nullptr;
 constexpr Handle kOrphanBit = 1ull << 63;
+// How long retire() waits for the calls still using a retired runtime.
+constexpr std::chrono::seconds kRetireWait(10);
+
+// Destroys `old`, a runtime that is no longer current, once the calls still using it have
+// returned. It is shut down first so that they return promptly: its pending ops complete with
+// kShutdown and new submissions are rejected. Called with g_mutex held on the thread of init()
+// or of the exit handler, so its communicator is freed on a thread that makes MPI calls anyway.
+// A call that does not return in time (a callback that blocks, or one that calls init() itself)
+// keeps the runtime alive for the rest of the process rather than have it freed under its feet.
+void retire(std::shared_ptr<Runtime> old) {
+  if (!old) return;
+  old->shutdown();
+  const auto deadline = std::chrono::steady_clock::now() + kRetireWait;
+  while (old.use_count() > 1) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::warn(
+          "arcreduce: a call into the previous runtime has not returned after {} s; keeping "
+          "that runtime alive",
+          kRetireWait.count());
+      parked_runtimes().push_back(std::move(old));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  old.reset();  // the last reference: the runtime is destroyed here
+}
 
 void finalize_at_exit() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  delete g_runtime;
-  g_runtime = nullptr;
+  retire(std::move(current_runtime()));
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialized_mpi && !finalized) MPI_Finalize();
@@ -65,7 +115,8 @@ void ensure_mpi() {
 }
 
 void init_locked(const Config* config) {
-  if (g_runtime && g_runtime->running()) return;  // init() twice is harmless, as in Horovod
+  std::shared_ptr<Runtime>& current = current_runtime();
+  if (current && current->running()) return;  // init() twice is harmless, as in Horovod
   ensure_mpi();
   std::optional<Config> parsed;
   std::string error;
@@ -89,19 +140,20 @@ void init_locked(const Config* config) {
   }
   auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
   if (!error.empty()) agree_on_config(*comm, nullptr, error);  // throws on every rank
-  auto runtime = std::make_unique<Runtime>(*parsed, std::move(comm));
-  delete g_runtime;
-  g_runtime = runtime.release();
+  std::shared_ptr<Runtime> old =
+      std::exchange(current, std::make_shared<Runtime>(*parsed, std::move(comm)));
+  retire(std::move(old));
 }
 
 Runtime& running_runtime(const char* what) {
-  if (!g_runtime) {
+  const std::shared_ptr<Runtime>& runtime = current_runtime();
+  if (!runtime) {
     throw Error(std::string("arcreduce::") + what +
                     "(): arcreduce is not initialised; call "
                     "arcreduce::init() first",
                 StatusCode::kShutdown);
   }
-  return *g_runtime;
+  return *runtime;
 }
 
 }  // namespace
@@ -118,12 +170,12 @@ void init(const Config& config) {
 
 void shutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime) g_runtime->shutdown();
+  if (current_runtime()) current_runtime()->shutdown();
 }
 
 bool initialized() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return g_runtime && g_runtime->running();
+  return current_runtime() && current_runtime()->running();
 }
 
 int rank() {
@@ -153,9 +205,8 @@ template <class Submit>
 Handle submit_or_reject(const std::string& name, const std::function<void(const Status&)>& callback,
                         Submit submit) {
   std::unique_lock<std::mutex> lock(g_mutex);
-  if (g_runtime) {
-    Runtime* rt = g_runtime;
-    lock.unlock();  // the runtime outlives this call: it is only replaced by init()
+  if (std::shared_ptr<Runtime> rt = current_runtime()) {
+    lock.unlock();  // rt keeps the runtime alive until this call returns
     return submit(*rt);
   }
   if (!g_orphan_queue) g_orphan_queue = new TensorQueue();
@@ -183,7 +234,7 @@ Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
 bool poll(Handle handle) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (handle & kOrphanBit) return true;
-  return g_runtime ? g_runtime->poll(handle) : true;
+  return current_runtime() ? current_runtime()->poll(handle) : true;
 }
 
 Status synchronize(Handle handle) {
@@ -192,11 +243,11 @@ Status synchronize(Handle handle) {
     return g_orphan_queue ? g_orphan_queue->synchronize(handle & ~kOrphanBit)
                           : Status(StatusCode::kInvalidArgument, "unknown handle");
   }
-  if (!g_runtime) {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  if (!rt) {
     return Status(StatusCode::kShutdown, "arcreduce is not initialised; call arcreduce::init()");
   }
-  Runtime* rt = g_runtime;
-  lock.unlock();
+  lock.unlock();  // rt keeps the runtime alive while this call waits
   return rt->synchronize(handle);
 }
 
@@ -220,7 +271,7 @@ void load_state(const std::string& path) {
 
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return g_runtime ? g_runtime->stats() : Stats();
+  return current_runtime() ? current_runtime()->stats() : Stats();
 }
 
 }  // namespace arcreduce

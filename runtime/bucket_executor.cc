@@ -75,7 +75,11 @@ void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
-  const WarmupSplit split = split_warmup(entries, state_, ctx_.config.warmup_steps);
+  // efm carries the optimizer's momentum, which a plain dense warm-up would drop: it runs its
+  // warm-up itself (error_feedback.h).
+  const bool feedback_warms_up = signature.compression.error_feedback == "efm";
+  const WarmupSplit split =
+      split_warmup(entries, state_, feedback_warms_up ? 0 : ctx_.config.warmup_steps);
   if (!split.warmup.empty()) {
     cstats.warmup_tensors += split.warmup.size();
     run_dense(split.warmup, signature, stats, cstats);

@@ -64,7 +64,7 @@ const std::vector<std::string>& compressor_names() {
 }
 
 const std::vector<std::string>& error_feedback_names() {
-  static const std::vector<std::string> names = {"none", "ef14", "ef21", "ef21m"};
+  static const std::vector<std::string> names = {"none", "ef14", "ef21", "ef21m", "efm"};
   return names;
 }
 
@@ -103,10 +103,18 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
     reject(kEnvCompressRatio, num(c.compress_ratio), "a fraction in (0, 1], e.g. 0.01");
   }
   if (c.sketch_rank < 1) reject(kEnvSketchRank, std::to_string(c.sketch_rank), "an integer >= 1");
+  // The bound from_env() applies, here too so that arcrun's --sketch-rank agrees with the ranks.
+  if (c.sketch_rank > (1 << 20)) {
+    reject(kEnvSketchRank, std::to_string(c.sketch_rank), "an integer <= 1048576");
+  }
   check_choice(kEnvErrorFeedback, c.error_feedback, error_feedback_names());
   if (!(c.ef_momentum > 0 && c.ef_momentum <= 1)) {
     reject(kEnvEfMomentum, num(c.ef_momentum), "a number in (0, 1]");
   }
+  if (!(c.random_rows >= 0 && c.random_rows <= 1)) {
+    reject(kEnvRandomRows, num(c.random_rows), "a fraction in [0, 1]");
+  }
+  if (c.row_length < 0) reject(kEnvRowLength, std::to_string(c.row_length), "an integer >= 0");
   if (c.warmup_steps < 0)
     reject(kEnvWarmupSteps, std::to_string(c.warmup_steps), "an integer >= 0");
   if (c.min_compress_elements < 0) {
@@ -141,6 +149,8 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
     reject(kEnvPowerSgdRank, std::to_string(c.powersgd_rank), "an integer >= 1");
   }
   check_choice(kEnvCudaTransport, c.cuda_transport, cuda_transport_names());
+  // wait_mode_names() (ops/mpi_wait.h) in the same order; this file is also built into arcrun,
+  // which has no MPI headers.
   check_choice(kEnvWaitMode, c.wait_mode, {"sleep", "yield", "busy"});
   if (c.wait_max_sleep_us < 1 || c.wait_max_sleep_us > 100000) {
     reject(kEnvWaitMaxSleepUs, std::to_string(c.wait_max_sleep_us),
@@ -149,6 +159,10 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   if (c.wait_spin_us < 0 || c.wait_spin_us > 1000000) {
     reject(kEnvWaitSpinUs, std::to_string(c.wait_spin_us),
            "microseconds in [0, 1000000], e.g. 1000");
+  }
+  if (c.batch_gap_us < 0 || c.batch_gap_us > 1000000) {
+    reject(kEnvBatchGapUs, std::to_string(c.batch_gap_us),
+           "microseconds in [0, 1000000], e.g. 100");
   }
   // Rejected at start-up rather than at the first CUDA bucket, where it would fail every op.
   if (!ARCREDUCE_NCCL && c.cuda_transport == "nccl") {
@@ -187,7 +201,8 @@ Config Config::from_env() {
   get(kEnvCompressRatio, [&](auto& k, auto& v) { c.compress_ratio = parse_double(k, v); });
   get(kEnvSketchRank, [&](auto& k, auto& v) {
     int64_t r = parse_int(k, v);
-    if (r < 1 || r > 1 << 20) reject(k, v, "an integer >= 1");
+    if (r < 1) reject(k, v, "an integer >= 1");
+    if (r > 1 << 20) reject(k, v, "an integer <= 1048576");
     c.sketch_rank = static_cast<int>(r);
   });
   get(kEnvErrorFeedback, [&](auto&, auto& v) { c.error_feedback = v; });
@@ -215,6 +230,12 @@ Config Config::from_env() {
     if (v != "0" && v != "1") reject(k, v, "0 or 1");
     c.check_consistency = v == "1";
   });
+  get(kEnvRandomRows, [&](auto& k, auto& v) { c.random_rows = parse_double(k, v); });
+  get(kEnvRowLength, [&](auto& k, auto& v) { c.row_length = parse_int(k, v); });
+  get(kEnvEfMasking, [&](auto& k, auto& v) {
+    if (v != "0" && v != "1") reject(k, v, "0 or 1");
+    c.ef_masking = v == "1";
+  });
   get(kEnvOkTopkTau, [&](auto& k, auto& v) { c.oktopk_tau = parse_int(k, v); });
   get(kEnvOkTopkTauPrime, [&](auto& k, auto& v) { c.oktopk_tau_prime = parse_int(k, v); });
   get(kEnvOkTopkRebalance, [&](auto& k, auto& v) {
@@ -226,6 +247,11 @@ Config Config::from_env() {
   get(kEnvWaitMode, [&](auto&, auto& v) { c.wait_mode = v; });
   get(kEnvWaitMaxSleepUs, [&](auto& k, auto& v) { c.wait_max_sleep_us = parse_int(k, v); });
   get(kEnvWaitSpinUs, [&](auto& k, auto& v) { c.wait_spin_us = parse_int(k, v); });
+  get(kEnvBatchGapUs, [&](auto& k, auto& v) { c.batch_gap_us = parse_int(k, v); });
+  get(kEnvBatchCompressed, [&](auto& k, auto& v) {
+    if (v != "0" && v != "1") reject(k, v, "0 or 1");
+    c.batch_compressed = v == "1";
+  });
   validate_config(c, env);
   return c;
 }

@@ -26,6 +26,9 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvGranularity,
                                                 kEnvEfInit,
                                                 kEnvCheckConsistency,
+                                                kEnvEfMasking,
+                                                kEnvRowLength,
+                                                kEnvRandomRows,
                                                 kEnvOkTopkTau,
                                                 kEnvOkTopkTauPrime,
                                                 kEnvOkTopkRebalance,
@@ -33,7 +36,9 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvCudaTransport,
                                                 kEnvWaitMode,
                                                 kEnvWaitMaxSleepUs,
-                                                kEnvWaitSpinUs};
+                                                kEnvWaitSpinUs,
+                                                kEnvBatchGapUs,
+                                                kEnvBatchCompressed};
   return vars;
 }
 
@@ -55,6 +60,9 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
       {kEnvAllreduceAlgorithm, c.allreduce_algorithm},
       {kEnvEfInit, c.ef_init},
       {kEnvCheckConsistency, str(c.check_consistency)},
+      {kEnvEfMasking, str(c.ef_masking)},
+      {kEnvRowLength, str(c.row_length)},
+      {kEnvRandomRows, str(c.random_rows)},
       {kEnvOkTopkTau, str(c.oktopk_tau)},
       {kEnvOkTopkTauPrime, str(c.oktopk_tau_prime)},
       {kEnvOkTopkRebalance, str(c.oktopk_rebalance)},

@@ -28,6 +28,9 @@ constexpr const char* kEnvAllreduceAlgorithm = "ARCREDUCE_ALLREDUCE_ALGORITHM";
 constexpr const char* kEnvGranularity = "ARCREDUCE_GRANULARITY";
 constexpr const char* kEnvEfInit = "ARCREDUCE_EF_INIT";
 constexpr const char* kEnvCheckConsistency = "ARCREDUCE_CHECK_CONSISTENCY";
+constexpr const char* kEnvEfMasking = "ARCREDUCE_EF_MASKING";
+constexpr const char* kEnvRowLength = "ARCREDUCE_ROW_LENGTH";
+constexpr const char* kEnvRandomRows = "ARCREDUCE_RANDOM_ROWS";
 constexpr const char* kEnvOkTopkTau = "ARCREDUCE_OKTOPK_TAU";
 constexpr const char* kEnvOkTopkTauPrime = "ARCREDUCE_OKTOPK_TAU_PRIME";
 constexpr const char* kEnvOkTopkRebalance = "ARCREDUCE_OKTOPK_REBALANCE";
@@ -36,6 +39,8 @@ constexpr const char* kEnvCudaTransport = "ARCREDUCE_CUDA_TRANSPORT";
 constexpr const char* kEnvWaitMode = "ARCREDUCE_WAIT_MODE";
 constexpr const char* kEnvWaitMaxSleepUs = "ARCREDUCE_WAIT_MAX_SLEEP_US";
 constexpr const char* kEnvWaitSpinUs = "ARCREDUCE_WAIT_SPIN_US";
+constexpr const char* kEnvBatchGapUs = "ARCREDUCE_BATCH_GAP_US";
+constexpr const char* kEnvBatchCompressed = "ARCREDUCE_BATCH_COMPRESSED";
 
 // Every variable Config::from_env() accepts.
 const std::vector<std::string>& config_variables();

@@ -40,6 +40,8 @@ class Controller {
                       Stats& stats);
   // Whether this rank has submitted tensors that are not yet ready on every rank.
   bool has_pending() const { return !pending_.empty(); }
+  // Names of those tensors, sorted (for error messages).
+  std::vector<std::string> pending_names() const;
 
  private:
   struct Pending {

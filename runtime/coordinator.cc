@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "ops/mpi_wait.h"
@@ -15,6 +16,22 @@ constexpr std::chrono::milliseconds kIdleCycle(50);
 // Time other ranks get to fail their ops and log a stall shutdown before rank 0 aborts the job.
 constexpr std::chrono::milliseconds kAbortGrace(500);
 
+// How long a rank whose wait timed out listens for the other ranks' liveness messages: they
+// time out in the same collective within about one wait of each other.
+std::chrono::milliseconds liveness_grace(double stall_shutdown_seconds) {
+  const double ms = std::clamp(stall_shutdown_seconds * 250.0, 1000.0, 10000.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+std::string quoted_list(const std::vector<std::string>& names, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) {
+    out += (i ? ", '" : "'") + names[i] + "'";
+  }
+  if (names.size() > limit) out += " and " + std::to_string(names.size() - limit) + " more";
+  return out.empty() ? "none" : out;
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
@@ -23,7 +40,11 @@ double thread_cpu_seconds() {
 }  // namespace
 
 Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
-    : ctx_(ctx), queue_(queue), controller_(ctx), executor_(ctx, state) {
+    : ctx_(ctx),
+      queue_(queue),
+      controller_(ctx),
+      executor_(ctx, state),
+      batcher_(ctx.config.batch_compressed) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
   if (ctx.rank == 0 && !ctx.config.timeline.empty()) {
@@ -40,7 +61,11 @@ Coordinator::~Coordinator() {
 }
 
 void Coordinator::start() {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    thread_id_.store(std::this_thread::get_id());
+    loop();
+    thread_id_.store(std::thread::id());  // ids of joined threads are reused
+  });
 }
 
 void Coordinator::shutdown() {
@@ -73,6 +98,8 @@ void Coordinator::publish() {
 void Coordinator::loop() {
   const auto cycle =
       std::chrono::microseconds(static_cast<int64_t>(ctx_.config.cycle_time_ms * 1000.0));
+  const std::chrono::microseconds batch_gap(ctx_.config.batch_gap_us);
+  Clock::time_point last_cycle = Clock::now();
   bool busy = false;
   tighten_timer_slack();
   if (ctx_.config.wait_mode != "busy") request_short_slice(std::chrono::microseconds(100));
@@ -85,13 +112,35 @@ void Coordinator::loop() {
       // only add synchronous rounds. The idle cycle still bounds how long the others wait for
       // it, so stall reports and shutdown go through.
       const bool cycle_now = (busy && controller_.has_pending()) || !device_buckets_.empty();
-      queue_.wait_for_work(cycle_now ? cycle : std::chrono::microseconds(kIdleCycle));
-      std::vector<Request> requests = queue_.take_new_requests();
+      std::chrono::microseconds wait = cycle_now ? cycle : std::chrono::microseconds(kIdleCycle);
+      if (batcher_.holding()) {
+        const auto due = std::chrono::duration_cast<std::chrono::microseconds>(batcher_.deadline() -
+                                                                               Clock::now());
+        wait = std::max(std::chrono::microseconds(0), std::min(wait, due));
+      }
+      queue_.wait_for_work(wait);
+      // Tensors produced together (a layer's weight and bias) join one cycle: waking at the
+      // first submission would negotiate it alone, and the rest a round later.
+      queue_.wait_for_quiet(batch_gap, cycle);
       auto t = std::chrono::steady_clock::now();
+      std::vector<Request> requests = batcher_.admit(queue_.take_new_requests(), t);
+      // Shutdown, or a user blocked on an op (a synchronous allreduce per tensor, say): release
+      // what the batcher holds rather than make them wait for the rest of a step.
+      if (queue_.take_waited() || shutdown_requested_.load()) {
+        for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
+      }
+      // Woken only by submissions the batcher holds: nothing to report, so no round, unless the
+      // idle cycle is due (it keeps other ranks' negotiations and stall reports going).
+      if (requests.empty() && batcher_.holding() && !controller_.has_pending() &&
+          device_buckets_.empty() && !shutdown_requested_.load() && t - last_cycle < kIdleCycle) {
+        continue;
+      }
+      last_cycle = t;
       if (timeline_) {
         for (const Request& r : requests) requested_[r.name] = t;
       }
       const uint64_t calls_before = ctx_.comm->traffic().calls;
+      activity_ = "negotiation";
       CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(), stats_);
       stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
       const Clock::time_point negotiated = Clock::now();
@@ -127,6 +176,21 @@ void Coordinator::loop() {
       publish();
       if (timeline_) timeline_->flush();
     }
+  } catch (const CommunicationTimeout& e) {
+    // A peer stopped taking part in a collective: the job cannot go on, and the silent rank may
+    // be rank 0, so every rank that timed out fails its ops and ends the job itself.
+    const std::string message = describe_timeout(e);
+    ctx_.log->error("{}; aborting the job", message);
+    complete_device_buckets(true);
+    queue_.close(Status(StatusCode::kStalled, message));
+    publish();
+    if (timeline_) {
+      timeline_->instant("[runtime]", "abort", Clock::now(), "\"reason\":" + json_string(message));
+      timeline_->flush();
+    }
+    ctx_.log->flush();
+    std::this_thread::sleep_for(kAbortGrace);
+    ctx_.comm->abort(1, message);
   } catch (const std::exception& e) {
     std::string message = std::string("arcreduce coordinator failed: ") + e.what();
     ctx_.log->error("{}", message);
@@ -158,6 +222,35 @@ void Coordinator::complete_device_buckets(bool wait) {
     for (TensorEntry& entry : bucket.entries) queue_.complete(entry, status);
     device_buckets_.pop_front();
   }
+}
+
+std::string Coordinator::describe_timeout(const std::exception& timeout) {
+  if (!timeout_message_.empty()) return timeout_message_;
+  const std::chrono::milliseconds grace = liveness_grace(ctx_.config.stall_shutdown_seconds);
+  std::vector<int> silent;
+  std::string who;
+  if (!ctx_.comm->find_silent_ranks(grace, &silent)) {
+    who = "which rank stopped is unknown";
+  } else if (silent.empty()) {
+    who =
+        "every rank answered a liveness check, so some rank's coordinator is stuck (a callback "
+        "that does not return?)";
+  } else {
+    std::string ranks;
+    for (int r : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    who = fmt::format(
+        "{} {} did not answer a liveness check within {} s (stopped, hung or "
+        "unreachable)",
+        silent.size() == 1 ? "rank" : "ranks", ranks, grace.count() / 1000.0);
+  }
+  std::vector<std::string> tensors = controller_.pending_names();
+  for (const std::string& name : executing_) {
+    if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
+  }
+  timeout_message_ =
+      fmt::format("stall shutdown on rank {} in {}: {}; {}; tensors in flight on rank {}: {}",
+                  ctx_.rank, activity_, timeout.what(), who, ctx_.rank, quoted_list(tensors, 8));
+  return timeout_message_;
 }
 
 void Coordinator::record_waiting(const TensorEntry& entry, Clock::time_point negotiated) {
@@ -225,12 +318,18 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
     signatures.push_back(resp.signature);
   }
   std::vector<bool> done(entries.size(), false);
+  executing_.clear();
+  for (const TensorEntry& e : entries) executing_.push_back(e.name);
   try {
     size_t position = 0;
     for (const Bucket& bucket : plan_buckets(signatures, ctx_.config.fusion_threshold)) {
       std::vector<TensorEntry*> members;
       for (size_t i : bucket.members) members.push_back(&entries[i]);
       const Clock::time_point begin = Clock::now();
+      activity_ =
+          "bucket " + std::to_string(position) + " (" +
+          signatures[bucket.members[0]].compression.compressor + ": '" + members[0]->name + "'" +
+          (members.size() > 1 ? " and " + std::to_string(members.size() - 1) + " more" : "") + ")";
       std::unique_ptr<DeviceCompletion> pending =
           executor_.run(members, signatures[bucket.members[0]], stats_);
       const Clock::time_point end = Clock::now();
@@ -258,6 +357,13 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
         if (timeline_) timeline_->span(name, "callback", "callback", callback, returned);
       }
     }
+  } catch (const CommunicationTimeout& e) {
+    // As below, with the stall message that names the silent ranks.
+    const Status failed(StatusCode::kStalled, describe_timeout(e));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!done[i]) queue_.complete(entries[i], failed);
+    }
+    throw;
   } catch (const std::exception& e) {
     // Ops taken out of the queue are not reachable by close(): fail them here.
     Status failed(StatusCode::kInternal, std::string("arcreduce coordinator failed: ") + e.what());
@@ -267,6 +373,7 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
     }
     throw;
   }
+  executing_.clear();
 }
 
 }  // namespace arcreduce

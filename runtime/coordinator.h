@@ -15,6 +15,7 @@
 #include "runtime/bucket_executor.h"
 #include "runtime/context.h"
 #include "runtime/controller.h"
+#include "runtime/step_batcher.h"
 #include "runtime/timeline.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -29,7 +30,8 @@ class Coordinator {
   // Asks every rank to shut down (through the next negotiation) and waits for this thread.
   void shutdown();
   Stats stats() const;
-  bool on_coordinator_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Safe from any thread, also while shutdown() joins the thread on another.
+  bool on_coordinator_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
  private:
   void loop();
@@ -43,6 +45,10 @@ class Coordinator {
   // Completes the ops of CUDA buckets whose device work has finished, in bucket order; with
   // `wait`, all of them (shutdown). A device failure fails that bucket's ops.
   void complete_device_buckets(bool wait);
+  // After a CommunicationTimeout: asks the communicator which ranks are silent and returns the
+  // stall message naming them, what this rank waited in and its tensors in flight. Computed once
+  // (the liveness check pairs with the other ranks' own), then returned again.
+  std::string describe_timeout(const std::exception& timeout);
 
   Context& ctx_;
   TensorQueue& queue_;
@@ -52,7 +58,10 @@ class Coordinator {
   mutable std::mutex stats_mutex_;
   Stats published_;
   std::atomic<bool> shutdown_requested_{false};
-  std::thread thread_;
+  std::thread thread_;  // written by start() and shutdown() only
+  // The coordinator thread's id while it runs, else the id of no thread. Set by the thread itself,
+  // so that on_coordinator_thread() never reads thread_, which shutdown() may be joining.
+  std::atomic<std::thread::id> thread_id_{};
   std::unique_ptr<Timeline> timeline_;                            // null: off
   std::unordered_map<std::string, Clock::time_point> requested_;  // timeline: request sent
   // CUDA buckets whose collectives are done but whose unpacking may still be on the device.
@@ -61,6 +70,12 @@ class Coordinator {
     std::unique_ptr<DeviceCompletion> done;
   };
   std::deque<DeviceBucket> device_buckets_;
+  StepBatcher batcher_;
+  // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
+  // of the cycle's tensors not yet completed: for the message of a communication timeout.
+  std::string activity_;
+  std::vector<std::string> executing_;
+  std::string timeout_message_;
 };
 
 }  // namespace arcreduce

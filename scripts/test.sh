@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole CTest suite (unit, multi-process, install
-# and format tests). Arguments go to ctest (e.g. -L mpi, -R install).
+# and format tests), then the fuzz targets and the sanitizer stage (scripts/sanitize.sh:
+# ASan+UBSan and TSan builds of the library and its tests; ARCREDUCE_SKIP_SANITIZERS=1 skips it
+# in local runs). Arguments go to the main suite's ctest (e.g. -L mpi, -R install).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,3 +14,5 @@ bash "$root/scripts/build.sh"
 # Two parallel tests suit a 2-core machine; multi-process tests declare PROCESSORS = ranks, so
 # ctest never runs more ranks at once than that budget allows.
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_PARALLEL_LEVEL:-2}" "$@"
+bash "$root/scripts/fuzz.sh"  # libFuzzer targets, FUZZ_SECONDS each (default 15 s, 6 targets)
+bash "$root/scripts/sanitize.sh"  # ASan+UBSan and TSan builds and their tests (docs/reliability.md)

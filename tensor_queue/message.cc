@@ -1,6 +1,8 @@
 #include "tensor_queue/message.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <type_traits>
 
@@ -71,19 +73,43 @@ void write_signature(Writer& w, const TensorSignature& s) {
   w.pod<int32_t>(s.root_rank);
 }
 
+[[noreturn]] void corrupt(const std::string& what) {
+  throw Error("negotiation message is corrupt: " + what, StatusCode::kInternal);
+}
+
+// Reads an enum stored as int32, rejecting values outside [0, last]: every switch over these
+// enums (dtype sizes, reduction kernels) assumes a known value.
+template <typename E>
+E read_enum(Reader& r, E last, const char* what) {
+  const int32_t v = r.pod<int32_t>();
+  if (v < 0 || v > static_cast<int32_t>(last)) corrupt(std::string(what) + " " + std::to_string(v));
+  return static_cast<E>(v);
+}
+
 TensorSignature read_signature(Reader& r) {
   TensorSignature s;
-  s.dtype = static_cast<DType>(r.pod<int32_t>());
+  s.dtype = read_enum(r, DType::kBool, "dtype");
   uint64_t dims = r.pod<uint64_t>();
-  if (dims > 64) throw Error("negotiation message has a corrupt shape", StatusCode::kInternal);
-  for (uint64_t i = 0; i < dims; ++i) s.shape.push_back(r.pod<int64_t>());
-  s.device = static_cast<Device::Kind>(r.pod<int32_t>());
-  s.op = static_cast<ReduceOp>(r.pod<int32_t>());
+  if (dims > 64) corrupt("a shape of " + std::to_string(dims) + " dimensions");
+  // Every rank computes byte sizes from the shape: no negative dimension, and no product that
+  // overflows int64 bytes (8 bytes per element at most).
+  int64_t elements = 1;
+  for (uint64_t i = 0; i < dims; ++i) {
+    const int64_t d = r.pod<int64_t>();
+    if (d < 0 || (d > 0 && elements > std::numeric_limits<int64_t>::max() / 8 / d)) {
+      corrupt("dimension " + std::to_string(d) + " of a shape");
+    }
+    elements *= d;
+    s.shape.push_back(d);
+  }
+  s.device = read_enum(r, Device::kCUDA, "device");
+  s.op = read_enum(r, ReduceOp::kAverage, "reduce op");
   s.compression.compressor = r.str();
   s.compression.ratio = r.pod<double>();
+  if (!std::isfinite(s.compression.ratio)) corrupt("a compression ratio that is not finite");
   s.compression.error_feedback = r.str();
   s.compression.granularity = r.str();
-  s.collective = static_cast<Collective>(r.pod<int32_t>());
+  s.collective = read_enum(r, Collective::kBroadcast, "collective");
   s.root_rank = r.pod<int32_t>();
   return s;
 }
@@ -131,6 +157,10 @@ RequestList decode_request_list(const std::string& bytes) {
     req.name = r.str();
     req.signature = read_signature(r);
     req.age_seconds = r.pod<double>();
+    // Rank 0 turns the age into a clock offset (MessageTable::add): keep it in range.
+    if (!(req.age_seconds >= 0 && req.age_seconds <= 1e9)) {
+      corrupt("a request age of " + std::to_string(req.age_seconds) + " s");
+    }
     list.requests.push_back(std::move(req));
   }
   r.expect_end();
@@ -157,7 +187,7 @@ ResponseList decode_response_list(const std::string& bytes) {
   for (uint64_t i = 0; i < n; ++i) {
     Response resp;
     resp.name = r.str();
-    resp.code = static_cast<StatusCode>(r.pod<int32_t>());
+    resp.code = read_enum(r, StatusCode::kInternal, "status code");
     resp.error = r.str();
     resp.signature = read_signature(r);
     list.responses.push_back(std::move(resp));

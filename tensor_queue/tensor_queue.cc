@@ -1,5 +1,6 @@
 #include "tensor_queue/tensor_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace arcreduce {
@@ -59,8 +60,23 @@ Handle TensorQueue::reject(std::function<void(const Status&)> callback, const St
 
 void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  work_cv_.wait_for(lock, timeout, [&] { return !new_requests_.empty() || closed_ || woken_; });
+  work_cv_.wait_for(lock, timeout,
+                    [&] { return !new_requests_.empty() || closed_ || woken_ || waited_; });
   woken_ = false;
+}
+
+void TensorQueue::wait_for_quiet(std::chrono::microseconds gap, std::chrono::microseconds limit) {
+  if (gap.count() <= 0 || limit.count() <= 0) return;
+  const Clock::time_point until = Clock::now() + limit;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!new_requests_.empty() && !closed_ && !woken_ && !waited_) {
+    const size_t seen = new_requests_.size();
+    const Clock::time_point deadline = std::min(until, Clock::now() + gap);
+    const bool more = work_cv_.wait_until(lock, deadline, [&] {
+      return new_requests_.size() != seen || closed_ || woken_ || waited_;
+    });
+    if (!more || Clock::now() >= until) return;
+  }
 }
 
 std::vector<Request> TensorQueue::take_new_requests() {
@@ -110,6 +126,13 @@ bool TensorQueue::closed() const {
   return closed_;
 }
 
+bool TensorQueue::take_waited() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool waited = waited_;
+  waited_ = false;
+  return waited;
+}
+
 void TensorQueue::wake() {
   std::lock_guard<std::mutex> lock(mutex_);
   woken_ = true;
@@ -139,6 +162,11 @@ Status TensorQueue::synchronize(Handle handle) {
     return Status(StatusCode::kInvalidArgument,
                   "handle " + std::to_string(handle) +
                       " is unknown or was already released by synchronize()");
+  }
+  if (!it->second.done && !waited_) {
+    // Someone blocks on an op: the coordinator must not hold anything back for a later batch.
+    waited_ = true;
+    work_cv_.notify_all();
   }
   done_cv_.wait(lock, [&] {
     auto found = handles_.find(handle);

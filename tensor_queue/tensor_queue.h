@@ -48,6 +48,13 @@ class TensorQueue {
 
   // Coordinator side. Waits until new entries arrive, close() or wake() is called, or `timeout`.
   void wait_for_work(std::chrono::microseconds timeout);
+  // After wait_for_work: while new entries keep arriving less than `gap` apart, waits for more,
+  // for at most `limit` in all; returns at once when nothing new is queued, on close() or wake().
+  // Lets a producer that submits several tensors back to back hand them to one cycle.
+  void wait_for_quiet(std::chrono::microseconds gap, std::chrono::microseconds limit);
+  // Whether synchronize() blocked on an unfinished op since the last call (which also wakes
+  // wait_for_work and ends wait_for_quiet): nothing may be held back for a later batch then.
+  bool take_waited();
   // Requests submitted since the last call, in submission order.
   std::vector<Request> take_new_requests();
   // Moves the in-flight entry `name` into `out` and forgets it; false if it is not in flight.
@@ -90,6 +97,7 @@ class TensorQueue {
   uint64_t completed_failed_ = 0;
   bool closed_ = false;
   bool woken_ = false;
+  bool waited_ = false;  // see take_waited()
   Status closed_status_;
 };
 

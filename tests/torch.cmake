@@ -15,8 +15,14 @@ set(_pytest ${ARCREDUCE_TORCH_PYTHON} -m pytest -q -p no:cacheprovider --color=n
 foreach(_np 2 3)
   set(_name torch_pytest_np${_np})
   add_test(NAME ${_name} COMMAND ${ARCREDUCE_MPIRUN} -np ${_np} ${_pytest})
+  # The 3-rank session runs efm without momentum-factor masking, so that efm at ratio 1 is
+  # checked against heavy-ball SGD (test_efm_takes_over_sgd_momentum_and_matches_heavy_ball).
+  set(_env ${_torch_env})
+  if(_np EQUAL 3)
+    list(APPEND _env ARCREDUCE_EF_MASKING=0)
+  endif()
   set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi" PROCESSORS ${_np}
-    ENVIRONMENT "${_torch_env}")
+    ENVIRONMENT "${_env}")
 endforeach()
 
 # Example 04: every variant trains a little on 2 ranks through arcrun; compare.py prints the table.
@@ -30,3 +36,18 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 240 LABELS "torch;mpi;example" 
   ENVIRONMENT "${_torch_env}"
   PASS_REGULAR_EXPRESSION "\\| ddp-powersgd \\| [0-9.]+%"
   FAIL_REGULAR_EXPRESSION "failed|Traceback")
+
+# Example 05: a tiny transformer trains a few steps on 2 ranks with every exchange, and rank 0
+# prints its curve (the corpus comes from Debian's fortunes package, see install-deps.sh).
+foreach(_variant dense arctopk ddp ddp-powersgd floor)
+  set(_name example_05_char_transformer_${_variant}_np2)
+  add_test(NAME ${_name}
+    COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
+            -- ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/examples/05_char_transformer/train.py
+            --variant ${_variant} --steps 6 --eval-every 3 --eval-batches 1 --batch-size 2
+            --context 16 --width 32 --layers 1 --heads 2 --json)
+  set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
+    ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_05_port
+    PASS_REGULAR_EXPRESSION "\"bench\": \"lm\".*\"step\": 6"
+    FAIL_REGULAR_EXPRESSION "Traceback")
+endforeach()

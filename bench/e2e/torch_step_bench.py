@@ -35,6 +35,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "04_pytorch_fashion_mnist"))
 sys.path.insert(0, os.path.join(ROOT, "bench", "ddp"))
 
+# One BLAS thread per rank (ranks share the machine's cores); set before torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 

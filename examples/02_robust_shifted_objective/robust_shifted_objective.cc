@@ -172,9 +172,14 @@ Run run(const Variant& v, uint64_t seed, const Options& options, Progress& progr
   // uncompressed baseline through the same EF21-MSGD optimizer, which with the identity
   // compressor is momentum on the mean gradient: apply that momentum here (cold start, like the
   // compressed runs' ef21m), so every setting uses the same optimizer.
-  const bool client_momentum =
-      std::string(v.compressor) == "none" && options.error_feedback == "ef21m";
+  // efm keeps the same momentum inside the runtime as a sum, u = (1 - eta) u + g = v / eta: its
+  // steps are scaled by eta, so that at ratio 1 it is this very optimizer.
+  const bool momentum_feedback =
+      options.error_feedback == "ef21m" || options.error_feedback == "efm";
+  const bool client_momentum = std::string(v.compressor) == "none" && momentum_feedback;
   const double eta = options.eta;
+  const double step_scale =
+      std::string(v.compressor) != "none" && options.error_feedback == "efm" ? eta : 1.0;
   std::vector<double> momentum(rso::kElements, 0.0);
   for (int t = 1; t <= options.steps; ++t) {
     rso::local_gradient(objective, w, grad);
@@ -196,7 +201,7 @@ Run run(const Variant& v, uint64_t seed, const Options& options, Progress& progr
         grad[i] = momentum[i];
       }
     }
-    for (int64_t i = 0; i < rso::kElements; ++i) w[i] -= kLearningRate * grad[i];
+    for (int64_t i = 0; i < rso::kElements; ++i) w[i] -= kLearningRate * step_scale * grad[i];
     result.distances.push_back(rso::distance_to_optimum(w));
     progress.step(v.name, seed, t, options.steps, result.distances.back());
   }
@@ -334,9 +339,10 @@ int main(int argc, char** argv) {
                "no noise; verify distance 0.221476154 after 100 steps and < 1e-10 after 1000");
   app.add_option("--ratio", o.ratio, "fraction of rows kept (spec: 0.05)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--error-feedback", o.error_feedback, "none, ef14, ef21, ef21m (spec: ef21m)")
-      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}));
-  app.add_option("--eta", o.eta, "ef21m momentum eta (spec: 0.5)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--error-feedback", o.error_feedback, "none, ef14, ef21, ef21m, efm (spec: ef21m)")
+      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m", "efm"}));
+  app.add_option("--eta", o.eta, "ef21m and efm momentum eta (spec: 0.5)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--ef-init", o.ef_init, "zero (cold, spec) or warm")
       ->check(CLI::IsMember({"zero", "warm"}));
   app.add_option("--csv", o.csv, "write compressor,seed,step,distance for every step here");

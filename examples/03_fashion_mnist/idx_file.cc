@@ -19,8 +19,10 @@ struct GzCloser {
 };
 using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
-// Reads exactly `bytes` bytes or throws, saying what was being read.
-void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes, const char* what) {
+// Reads exactly `bytes` bytes or throws, saying what was being read. The read is part of one
+// of `whole` bytes (0: the read is the whole) of which `before` came earlier, for the message.
+void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes, const char* what,
+                  size_t before = 0, size_t whole = 0) {
   auto* dst = static_cast<uint8_t*>(out);
   size_t done = 0;
   while (done < bytes) {
@@ -34,7 +36,8 @@ void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes,
     }
     if (n == 0) {
       throw DataError(path + ": the file is truncated: it ends inside the " + what + " (" +
-                      std::to_string(done) + " of " + std::to_string(bytes) + " bytes read)");
+                      std::to_string(before + done) + " of " +
+                      std::to_string(whole != 0 ? whole : bytes) + " bytes read)");
     }
     done += static_cast<size_t>(n);
   }
@@ -79,8 +82,16 @@ IdxArray read_idx(const std::string& path, size_t expected_dims, uint32_t max_it
   // Items past `max_items` are not decompressed (fast small runs), so a truncated tail is
   // detected only by runs that use it.
   const uint32_t items = std::min(array.dims[0], max_items);
-  array.data.resize(static_cast<size_t>(items) * item_bytes);
-  read_exactly(file.get(), path, array.data.data(), array.data.size(), "data");
+  // The header's counts are not trusted with memory: the array grows as the data arrives, so a
+  // short file that announces 60,000 items of 16 MiB fails as truncated instead of allocating.
+  const size_t total = static_cast<size_t>(items) * item_bytes;
+  constexpr size_t kChunk = size_t{1} << 22;
+  while (array.data.size() < total) {
+    const size_t done = array.data.size();
+    const size_t n = std::min(kChunk, total - done);
+    array.data.resize(done + n);
+    read_exactly(file.get(), path, array.data.data() + done, n, "data", done, total);
+  }
   array.dims[0] = items;
   return array;
 }

@@ -262,4 +262,34 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
   std::fflush(out);
 }
 
+void print_tta_json(const TimeToAccuracyResult& r, const JobDescription& job,
+                    const TrainOptions& used, double target, std::FILE* out) {
+  const TrainOptions& o = job.options;
+  std::fprintf(out,
+               "{\"bench\": \"tta\", \"program\": \"train_fashion_mnist\", \"model\": \"mlp %s\", "
+               "\"ranks\": %d, \"batch_per_rank\": %lld, \"train_examples\": %lld, "
+               "\"test_examples\": %lld, \"compressor\": \"%s\", \"ratio\": %g, "
+               "\"error_feedback\": \"%s\", \"error_feedback_used\": \"%s\", \"seed\": %llu, "
+               "\"lr\": %g, \"momentum\": %g, \"sgd_lr\": %g, \"sgd_momentum\": %g, "
+               "\"target\": %.6f, \"reached\": %s, \"ranks_agree\": %s, "
+               "\"steps_per_epoch\": %lld, \"points\": [",
+               widths_text(o.widths).c_str(), job.ranks, static_cast<long long>(o.batch_size),
+               static_cast<long long>(job.train_examples),
+               static_cast<long long>(job.test_examples), display_name(o.compressor).c_str(),
+               uses_ratio(o.compressor) ? o.ratio : 0.0, o.error_feedback.c_str(),
+               used.error_feedback.c_str(), static_cast<unsigned long long>(o.seed), o.lr,
+               o.momentum, used.lr, used.momentum, target, r.reached ? "true" : "false",
+               r.ranks_agree ? "true" : "false", static_cast<long long>(r.steps_per_epoch));
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const AccuracyPoint& p = r.points[i];
+    std::fprintf(out,
+                 "%s{\"step\": %lld, \"seconds\": %.4f, \"test_accuracy\": %.6f, "
+                 "\"train_loss\": %.6f, \"bytes_per_step\": %.1f}",
+                 i ? ", " : "", static_cast<long long>(p.step), p.seconds, p.test_accuracy,
+                 p.train_loss, p.bytes_per_step);
+  }
+  std::fprintf(out, "]}\n");
+  std::fflush(out);
+}
+
 }  // namespace fmnist

@@ -60,4 +60,10 @@ std::string write_plot(const std::vector<RunResult>& runs, const std::string& ti
 void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, bool communicate,
                            std::FILE* out);
 
+// --tta: one JSON line {"bench": "tta", ...} with every evaluation point (bench/tta reads it).
+// `job.options` holds what the user asked for; `used` what the run used after pairing error
+// feedback with the SGD (optimizer_pairing.h).
+void print_tta_json(const TimeToAccuracyResult& r, const JobDescription& job,
+                    const TrainOptions& used, double target, std::FILE* out);
+
 }  // namespace fmnist

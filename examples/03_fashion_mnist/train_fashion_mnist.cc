@@ -22,6 +22,7 @@
 #include "collective.h"
 #include "dataset.h"
 #include "idx_file.h"
+#include "optimizer_pairing.h"
 #include "report.h"
 #include "trainer.h"
 
@@ -45,6 +46,9 @@ struct Options {
   std::string plot;
   fmnist::StepBenchOptions bench;
   int step_bench = 0;  // > 0: time this many training steps (bench/e2e) instead of training
+  bool tta = false;    // train to a target accuracy instead of by epochs (bench/tta)
+  fmnist::TimeToAccuracyOptions tta_options;
+  double target_percent = 0;
 };
 
 std::string runtime_name(const std::string& compressor) {
@@ -63,6 +67,30 @@ void print_final(const RunResult& r) {
   std::fflush(stdout);
 }
 
+// Initialises the runtime with the environment's settings and `train`'s compressor, ratio and
+// seed, and pairs error feedback with the SGD (optimizer_pairing.h: `train` then holds what
+// the SGD and the submissions use); prints the error and returns false when init() refuses them.
+bool init_runtime(const arcreduce::Config& env, fmnist::TrainOptions& train) {
+  arcreduce::Config config = env;
+  config.compressor = train.compressor;
+  config.compress_ratio = train.ratio;
+  config.seed = train.seed;
+  const fmnist::OptimizerPairing pairing = fmnist::pair_optimizer(train, config);
+  train.lr = pairing.lr;
+  train.momentum = pairing.momentum;
+  train.error_feedback = pairing.error_feedback;
+  config.ef_momentum = pairing.ef_momentum;
+  config.ef_init = pairing.ef_init;
+  try {
+    arcreduce::init(config);
+  } catch (const arcreduce::Error& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+    return false;
+  }
+  if (!pairing.note.empty() && arcreduce::rank() == 0) std::printf("%s\n", pairing.note.c_str());
+  return true;
+}
+
 // Trains every requested compressor, each in a freshly initialised runtime. Returns the exit
 // status; fills `runs` on rank 0 only.
 int run_all(const fmnist::Dataset& data, const arcreduce::Config& env, const Options& o,
@@ -74,16 +102,7 @@ int run_all(const fmnist::Dataset& data, const arcreduce::Config& env, const Opt
   for (const std::string& name : list) {
     fmnist::TrainOptions train = o.train;
     train.compressor = runtime_name(name);
-    arcreduce::Config config = env;
-    config.compressor = train.compressor;
-    config.compress_ratio = train.ratio;
-    config.seed = train.seed;
-    try {
-      arcreduce::init(config);
-    } catch (const arcreduce::Error& e) {
-      std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
-      return 2;
-    }
+    if (!init_runtime(env, train)) return 2;
     const bool lead = arcreduce::rank() == 0;
     if (first) {
       first = false;
@@ -138,16 +157,7 @@ int run_all(const fmnist::Dataset& data, const arcreduce::Config& env, const Opt
 int run_step_bench(const fmnist::Dataset& data, const arcreduce::Config& env, const Options& o) {
   fmnist::TrainOptions train = o.train;
   train.compressor = runtime_name(train.compressor);
-  arcreduce::Config config = env;
-  config.compressor = train.compressor;
-  config.compress_ratio = train.ratio;
-  config.seed = train.seed;
-  try {
-    arcreduce::init(config);
-  } catch (const arcreduce::Error& e) {
-    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
-    return 2;
-  }
+  if (!init_runtime(env, train)) return 2;
   fmnist::StepBenchOptions bench = o.bench;
   bench.steps = o.step_bench;
   int status = 0;
@@ -158,6 +168,51 @@ int run_step_bench(const fmnist::Dataset& data, const arcreduce::Config& env, co
       job.ranks = arcreduce::size();
       job.options = train;
       fmnist::print_step_bench_json(r, job, bench.communicate, stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_fashion_mnist: rank %d: %s\n", arcreduce::rank(), e.what());
+    status = 1;
+  }
+  arcreduce::shutdown();
+  return status;
+}
+
+// --tta: trains until the target accuracy or --max-steps, prints a progress line per evaluation
+// and, on rank 0, one JSON line with the curve.
+int run_time_to_accuracy(const fmnist::Dataset& data, const arcreduce::Config& env,
+                         const Options& o) {
+  fmnist::TrainOptions train = o.train;
+  train.compressor = runtime_name(train.compressor);
+  if (!init_runtime(env, train)) return 2;
+  fmnist::TimeToAccuracyOptions tta = o.tta_options;
+  tta.target = o.target_percent / 100.0;
+  const bool lead = arcreduce::rank() == 0;
+  int status = 0;
+  try {
+    const fmnist::TimeToAccuracyResult r =
+        fmnist::train_to_accuracy(data, train, tta, [&](const fmnist::AccuracyPoint& p) {
+          if (!lead || p.step == 0) return;
+          const double rate = p.seconds > 0 ? static_cast<double>(p.step) / p.seconds : 0;
+          const double eta = rate > 0 ? static_cast<double>(tta.max_steps - p.step) / rate : 0;
+          std::printf(
+              "step %lld/%lld  %s  loss %.4f  test acc %6.2f%%  train %.1f s  %.1f steps/s"
+              "  sent %.1f KB/step  ETA at most %.0f s\n",
+              static_cast<long long>(p.step), static_cast<long long>(tta.max_steps),
+              fmnist::display_name(train.compressor).c_str(), p.train_loss, 100 * p.test_accuracy,
+              p.seconds, rate, p.bytes_per_step / 1e3, eta);
+          std::fflush(stdout);
+        });
+    if (!r.ranks_agree) {
+      if (lead) std::fprintf(stderr, "train_fashion_mnist: ranks hold different models\n");
+      status = 1;
+    }
+    if (lead) {
+      fmnist::JobDescription job;
+      job.ranks = arcreduce::size();
+      job.train_examples = data.train.count;
+      job.test_examples = data.test.count;
+      job.options = o.train;
+      fmnist::print_tta_json(r, job, train, tta.target, stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_fashion_mnist: rank %d: %s\n", arcreduce::rank(), e.what());
@@ -196,7 +251,7 @@ int main(int argc, char** argv) {
   app.add_option("--error-feedback", o.train.error_feedback,
                  "none, ef14, ef21, ef21m, for topk, randk, arctopk (default: "
                  "ARCREDUCE_ERROR_FEEDBACK)")
-      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m"}))
+      ->check(CLI::IsMember({"none", "ef14", "ef21", "ef21m", "efm"}))
       ->capture_default_str();
   app.add_option("--epochs", o.train.epochs, "epochs to train (resumed ones included)")
       ->check(CLI::PositiveNumber)
@@ -258,6 +313,19 @@ int main(int argc, char** argv) {
                  "longer (0: always N)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--tta", o.tta,
+               "time to accuracy: train until --target-accuracy or --max-steps, evaluating "
+               "every --eval-every steps, and print one JSON line (bench/tta)");
+  app.add_option("--target-accuracy", o.target_percent,
+                 "with --tta: stop at this test accuracy in percent (0: run --max-steps)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--max-steps", o.tta_options.max_steps, "with --tta: optimizer steps at most")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--eval-every", o.tta_options.eval_every, "with --tta: steps between evaluations")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   bool no_communication = false;
   app.add_flag("--no-communication", no_communication,
                "with --step-bench: submit nothing to the runtime (the compute floor)");
@@ -270,6 +338,13 @@ int main(int argc, char** argv) {
   if (o.step_bench > 0 && (o.compare || !o.train.checkpoint.empty() || !o.train.resume.empty())) {
     std::fprintf(stderr,
                  "train_fashion_mnist: --step-bench does not compare, checkpoint or resume\n");
+    return 2;
+  }
+  if (o.tta && (o.step_bench > 0 || o.compare || !o.train.checkpoint.empty() ||
+                !o.train.resume.empty() || o.tta_options.max_steps <= 0)) {
+    std::fprintf(stderr,
+                 "train_fashion_mnist: --tta needs --max-steps and does not step-bench, compare, "
+                 "checkpoint or resume\n");
     return 2;
   }
   if (o.compare && (!o.train.checkpoint.empty() || !o.train.resume.empty())) {
@@ -290,6 +365,7 @@ int main(int argc, char** argv) {
   }
 
   if (o.step_bench > 0) return run_step_bench(data, env, o);
+  if (o.tta) return run_time_to_accuracy(data, env, o);
 
   std::vector<RunResult> runs;
   fmnist::JobDescription job;

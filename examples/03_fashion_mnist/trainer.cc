@@ -255,6 +255,60 @@ RunResult train(const Dataset& data, const TrainOptions& options, const EpochCal
   return result;
 }
 
+TimeToAccuracyResult train_to_accuracy(const Dataset& data, const TrainOptions& options,
+                                       const TimeToAccuracyOptions& tta,
+                                       const std::function<void(const AccuracyPoint&)>& on_point) {
+  Run run(data, options);
+  const int64_t per_epoch = run.sharder.steps_per_epoch();
+  if (per_epoch == 0 || tta.eval_every <= 0 || tta.max_steps <= 0) {
+    throw std::runtime_error(
+        "time to accuracy needs a global batch within the training set, "
+        "--eval-every > 0 and --max-steps > 0");
+  }
+  TimeToAccuracyResult result;
+  result.steps_per_epoch = per_epoch;
+  double training_seconds = 0, loss_sum = 0;
+  int64_t losses = 0;
+  uint64_t bytes_mark = arcreduce::stats().bytes_sent;
+  int64_t step_mark = 0;
+  // Evaluation is not training time: the clock stops for it, on every rank alike.
+  auto evaluate = [&](int64_t step) {
+    int64_t tested = 0;
+    const int64_t correct = run.evaluate_shard(&tested);
+    std::vector<double> m{loss_sum, static_cast<double>(losses), static_cast<double>(correct),
+                          static_cast<double>(tested)};
+    sum_over_ranks("fashion_mnist.tta.metrics", m);
+    const uint64_t bytes = arcreduce::stats().bytes_sent;
+    AccuracyPoint p;
+    p.step = step;
+    p.seconds = training_seconds;
+    p.test_accuracy = m[3] > 0 ? m[2] / m[3] : 0;
+    p.train_loss = m[1] > 0 ? m[0] / m[1] : 0;
+    p.bytes_per_step = step > step_mark ? static_cast<double>(bytes - bytes_mark) /
+                                              static_cast<double>(step - step_mark)
+                                        : 0;
+    bytes_mark = bytes;
+    step_mark = step;
+    loss_sum = 0;
+    losses = 0;
+    result.points.push_back(p);
+    on_point(p);
+    return tta.target > 0 && p.test_accuracy >= tta.target;
+  };
+  evaluate(0);
+  for (int64_t step = 0; step < tta.max_steps && !result.reached;) {
+    if (step % per_epoch == 0) run.sharder.shuffle(run.shuffle);
+    const Clock::time_point start = Clock::now();
+    loss_sum += run.train_step(step % per_epoch);
+    training_seconds += seconds_since(start);
+    ++losses;
+    ++step;
+    if (step % tta.eval_every == 0 || step == tta.max_steps) result.reached = evaluate(step);
+  }
+  result.ranks_agree = run.ranks_agree(model_hash(run.model));
+  return result;
+}
+
 StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options,
                                 const StepBenchOptions& bench) {
   Run run(data, options);

@@ -89,6 +89,35 @@ struct StepBenchResult {
 StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options,
                                 const StepBenchOptions& bench);
 
+// Time to accuracy (--tta, bench/tta): train from scratch until the test accuracy reaches
+// `target` or `max_steps` optimizer steps are done, evaluating every `eval_every` steps.
+struct TimeToAccuracyOptions {
+  int64_t eval_every = 50;
+  double target = 0;      // fraction in (0, 1]; 0: train max_steps
+  int64_t max_steps = 0;  // > 0
+};
+
+struct AccuracyPoint {
+  int64_t step = 0;           // optimizer steps done
+  double seconds = 0;         // training wall-clock so far (rank 0), evaluations excluded
+  double test_accuracy = 0;   // on the whole test set, over all ranks
+  double train_loss = 0;      // mean over all ranks' steps since the previous point
+  double bytes_per_step = 0;  // bytes rank 0 sent per step since the previous point
+};
+
+struct TimeToAccuracyResult {
+  std::vector<AccuracyPoint> points;  // the first one is step 0, before training
+  int64_t steps_per_epoch = 0;
+  bool reached = false;
+  bool ranks_agree = true;
+};
+
+// Collective: every rank calls it with the same options; `on_point` runs on every rank after
+// each evaluation. Throws as train().
+TimeToAccuracyResult train_to_accuracy(const Dataset& data, const TrainOptions& options,
+                                       const TimeToAccuracyOptions& tta,
+                                       const std::function<void(const AccuracyPoint&)>& on_point);
+
 // Called on every rank after each epoch (metrics are already reduced over ranks).
 using EpochCallback = std::function<void(const EpochResult&)>;
 

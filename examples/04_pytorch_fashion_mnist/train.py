@@ -16,6 +16,9 @@ import os
 import sys
 import time
 
+# One BLAS thread per rank (ranks share the machine's cores); set before torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -50,8 +53,9 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--compress-ratio", type=float, default=0.01, help="arctopk: fraction kept")
-    p.add_argument("--error-feedback", default=os.environ.get("ARCREDUCE_ERROR_FEEDBACK", "ef14"),
-                   help="arctopk: none, ef14, ef21, ef21m (default ef14, see README)")
+    p.add_argument("--error-feedback", default=None,
+                   help="arctopk: none, ef14, ef21, ef21m, efm (default: ARCREDUCE_ERROR_FEEDBACK, "
+                        "else the runtime's efm, which takes the SGD momentum over)")
     p.add_argument("--powersgd-rank", type=int, default=1, help="ddp-powersgd: approximation rank")
     p.add_argument("--train-samples", type=int, default=None, help="use the first N examples")
     p.add_argument("--test-samples", type=int, default=None)
@@ -66,10 +70,15 @@ def parse_args():
     return args
 
 
-class ArcreduceExchange:
-    """Gradients through arcreduce.torch's DistributedOptimizer."""
+def sgd(args, params):
+    return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
 
-    def __init__(self, args, model):
+
+class ArcreduceExchange:
+    """Gradients through arcreduce.torch's DistributedOptimizer. ``make_optimizer(args, params)``
+    builds the optimizer it wraps (SGD with --lr and --momentum; examples/05 passes AdamW)."""
+
+    def __init__(self, args, model, make_optimizer=sgd):
         import arcreduce.torch as arc
         self.arc = arc
         arc.init()
@@ -78,8 +87,8 @@ class ArcreduceExchange:
         compression = (arc.Compression("none") if args.variant == "dense" else
                        arc.Compression("arctopk", ratio=args.compress_ratio,
                                        error_feedback=args.error_feedback))
-        sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-        self.optimizer = arc.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
+        self.optimizer = arc.DistributedOptimizer(make_optimizer(args, model.parameters()),
+                                                  named_parameters=model.named_parameters(),
                                                   compression=compression)
         arc.broadcast_optimizer_state(self.optimizer, root_rank=0)
         self.model = model
@@ -97,7 +106,7 @@ class ArcreduceExchange:
 class DdpExchange:
     """Gradients through DistributedDataParallel over gloo (optionally the PowerSGD hook)."""
 
-    def __init__(self, args, model):
+    def __init__(self, args, model, make_optimizer=sgd):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
         self.dist = dist
@@ -112,8 +121,7 @@ class DdpExchange:
         self.pending_futures = []
         if args.variant == "ddp-powersgd":
             self._register_powersgd(args)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr,
-                                         momentum=args.momentum)
+        self.optimizer = make_optimizer(args, self.model.parameters())
 
     def _register_powersgd(self, args):
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD

@@ -86,6 +86,7 @@ int main() {
     std::fflush(stdout);
   }
   arcreduce::shutdown();
-  MPI_Finalize();
+  // No MPI_Finalize() here: init() initialised MPI, so arcreduce finalises it at exit, after
+  // tearing down its runtime (whose communicators must be freed before MPI is finalised).
   return failed;
 }

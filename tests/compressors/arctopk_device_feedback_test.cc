@@ -87,8 +87,7 @@ void expect_same_outputs(const std::vector<RankResult>& want, const std::vector<
       const auto& a = want[rank].output[t];
       const auto& b = got[rank].output[t];
       ASSERT_EQ(a.size(), b.size());
-      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
-          << what << ": output of tensor " << t << " on rank " << rank;
+      EXPECT_TRUE(same_bits(a, b)) << what << ": output of tensor " << t << " on rank " << rank;
     }
   }
 }

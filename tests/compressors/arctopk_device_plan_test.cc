@@ -71,11 +71,10 @@ void expect_bit_identical(const std::vector<RankResult>& a, const std::vector<Ra
       const auto& ao = a[rank].output[t];
       const auto& bo = b[rank].output[t];
       ASSERT_EQ(ao.size(), bo.size());
-      EXPECT_EQ(0, std::memcmp(ao.data(), bo.data(), ao.size() * sizeof(float)))
-          << what << ": output of tensor " << t << " on rank " << rank;
+      EXPECT_TRUE(same_bits(ao, bo)) << what << ": output of tensor " << t << " on rank " << rank;
       const auto& ac = a[rank].contribution[t];
       const auto& bc = b[rank].contribution[t];
-      EXPECT_EQ(0, std::memcmp(ac.data(), bc.data(), ac.size() * sizeof(float)))
+      EXPECT_TRUE(same_bits(ac, bc))
           << what << ": contribution of tensor " << t << " on rank " << rank;
     }
   }
@@ -112,11 +111,31 @@ TEST_P(ArcTopKPlanWorlds, MatchesArcTopKBitForBit) {
   }
 }
 
+// ARCREDUCE_RANDOM_ROWS draws its rows with the backend's kernels, ARCREDUCE_ROW_LENGTH changes
+// the view: the plan follows the host compressor in both.
+TEST_P(ArcTopKPlanWorlds, RandomRowsAndSplitRowsMatchArcTopK) {
+  const int world = GetParam();
+  for (double random_rows : {0.0, 0.5, 1.0}) {
+    for (int64_t row_length : {0, 3}) {
+      Config config = plan_config(2);
+      config.random_rows = random_rows;
+      config.row_length = row_length;
+      const CompressionSpec spec{"arctopk", 0.3, "none", ""};
+      auto ref = run_compressor(world, "arctopk", spec, config, mixed_bucket(), smooth_input, 2);
+      auto got = run_plan(world, spec, config, mixed_bucket(), smooth_input, 1);
+      expect_bit_identical(ref, got,
+                           "random rows " + std::to_string(random_rows) + " row length " +
+                               std::to_string(row_length));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Np, ArcTopKPlanWorlds, ::testing::Values(1, 2, 3, 5));
 
 TEST(ArcTopKPlan, TiesGoToTheLowerRowOnEveryRank) {
   const std::vector<TensorSpec> tensors = {{"tied", {40, 16}}, {"tied_exact", {6, 3}}};
-  const Config config = plan_config(4);
+  Config config = plan_config(4);
+  config.random_rows = 0;  // all k rows by score (the default draws half of them at random)
   const CompressionSpec spec{"arctopk", 0.1, "none", ""};
   auto ref = run_compressor(3, "arctopk", spec, config, tensors, tied_input, 1);
   auto got = run_plan(3, spec, config, tensors, tied_input, 0);

@@ -16,6 +16,7 @@ Config arc_config(int r) {
   c.min_compress_elements = 0;
   c.seed = 7;
   c.check_consistency = true;
+  c.random_rows = 0;  // every row by score, as the references here; random rows have own tests
   return c;
 }
 
@@ -96,6 +97,49 @@ TEST_P(ArcTopKWorlds, ExactPathWhenSketchIsNotSmaller) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Np, ArcTopKWorlds, ::testing::Range(1, 9));
+
+TEST(ArcTopK, RowLengthSplitsLongRows) {
+  // 784 = 56 * 14: the largest divisor in [32, 64] is 56.
+  MatrixView v = arc_matrix_view({1024, 784}, 64);
+  EXPECT_EQ(v.rows, 1024 * 14);
+  EXPECT_EQ(v.cols, 56);
+  v = arc_matrix_view({1024, 1024}, 64);
+  EXPECT_EQ(v.rows, 1024 * 16);
+  EXPECT_EQ(v.cols, 64);
+  // Rows already short enough, 0 (off), 1-D, and a prime row length with no divisor in range.
+  v = arc_matrix_view({100, 40}, 64);
+  EXPECT_EQ(v.rows, 100);
+  EXPECT_EQ(v.cols, 40);
+  v = arc_matrix_view({10, 784}, 0);
+  EXPECT_EQ(v.rows, 10);
+  EXPECT_EQ(v.cols, 784);
+  EXPECT_FALSE(arc_matrix_view({4096}, 64).usable);
+  v = arc_matrix_view({3, 1009}, 64);
+  EXPECT_EQ(v.rows, 3);
+  EXPECT_EQ(v.cols, 1009);
+  // Conv kernels: the split applies to the reference's view (2 t^2 columns).
+  v = arc_matrix_view({64, 64, 3, 3}, 9);
+  EXPECT_EQ(v.cols, 9);
+  EXPECT_EQ(v.rows, 64 * 64);
+}
+
+// A tensor split into rows of L reduces exactly like the same data shaped [d / L, L]: same rows
+// selected (the projection is keyed by the name), same output, bit for bit, on every world size.
+TEST(ArcTopK, SplitViewEqualsReshapedTensor) {
+  for (int world : {1, 2, 3}) {
+    Config split = arc_config(2);
+    split.row_length = 8;
+    const Config natural = arc_config(2);
+    auto a = run_compressor(world, "arctopk", spec(0.1), split, {{"w", {30, 24}}}, smooth_input, 2);
+    auto b =
+        run_compressor(world, "arctopk", spec(0.1), natural, {{"w", {90, 8}}}, smooth_input, 2);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(a[r].output[0], b[r].output[0]) << "world " << world << " rank " << r;
+      ASSERT_EQ(a[r].contribution[0], b[r].contribution[0]) << "world " << world;
+    }
+    EXPECT_EQ(nonzero_rows(a[0].output[0], 8).size(), 9u);  // k = 0.1 * 90
+  }
+}
 
 TEST(ArcTopK, OneDimensionalAndTinyTensorsAreDenseMeans) {
   Config c = arc_config(4);

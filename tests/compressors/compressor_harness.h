@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,13 @@ struct RankResult {
 };
 
 using InputFn = std::function<float(int rank, size_t tensor, size_t element, int step)>;
+
+// True when the float vectors hold the same bits (NaN and -0 included). memcmp() of an empty
+// vector's data(), which may be null, is undefined even with a zero length: not called then.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
 
 inline float smooth_input(int rank, size_t tensor, size_t i, int step) {
   // Distinct magnitudes (few ties), rank- and step-dependent.

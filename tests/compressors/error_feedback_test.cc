@@ -82,6 +82,32 @@ TEST(Ef21, ColdStartBeginsFromZero) {
   }
 }
 
+// A tensor whose state ef14 started (e only, no h or hbar) and that is then reduced with EF21
+// (another per-op option, or an ef14 state file loaded into an ef21 job) starts EF21 over
+// instead of using buffers it does not have (a heap overflow before).
+TEST(Ef21, ContinuesFromAnEf14State) {
+  for (const char* ef : {"ef21", "ef21m"}) {
+    const int world = 2;
+    std::vector<StateStore> stores(world);
+    run_compressor(world, "topk", {"topk", 0.1, "ef14", "element"}, config(), kTensors,
+                   smooth_input, 1, &stores);
+    auto res = run_compressor(world, "topk", {"topk", 0.1, ef, "element"}, config(), kTensors,
+                              smooth_input, 2, &stores);
+    for (size_t t = 0; t < kTensors.size(); ++t) {
+      const size_t n = kTensors[t].elements();
+      const TensorState& s0 = stores[0].get(kTensors[t].name, n);
+      ASSERT_EQ(s0.h.size(), n) << ef;
+      ASSERT_EQ(s0.hbar.size(), n) << ef;
+      for (size_t i = 0; i < n; ++i) {
+        double mean_h = 0;
+        for (int r = 0; r < world; ++r) mean_h += stores[r].get(kTensors[t].name, n).h[i] / world;
+        ASSERT_NEAR(s0.hbar[i], mean_h, 1e-4) << ef << " tensor " << t << " element " << i;
+        ASSERT_EQ(res[0].output[t][i], s0.hbar[i]) << ef;
+      }
+    }
+  }
+}
+
 // Hides accepts_lazy_input(), so the decorator hands the wrapped compressor a stored difference.
 class EagerOnly : public Compressor {
  public:

@@ -94,7 +94,7 @@ TEST(RuntimeFlags, ErrorMessages) {
        "--sketch-rank '2.5' is invalid (ARCREDUCE_SKETCH_RANK): expected an integer"},
       {"--error-feedback", "ef99",
        "--error-feedback 'ef99' is invalid (ARCREDUCE_ERROR_FEEDBACK): expected one of none, "
-       "ef14, ef21, ef21m"},
+       "ef14, ef21, ef21m, efm"},
       {"--ef-momentum", "1.5",
        "--ef-momentum '1.5' is invalid (ARCREDUCE_EF_MOMENTUM): expected a number in (0, 1]"},
       {"--warmup-steps", "-1",

@@ -341,6 +341,96 @@ TEST(MpiWait, EveryModeCompletesASelfMessageSentLate) {
   }
 }
 
+// Waits that usually outlast the spin stop polling for it, per message size; quick ones bring
+// the whole spin back.
+TEST(MpiWait, HistoryShortensTheSpinWhereWaitsAreLong) {
+  using std::chrono::microseconds;
+  WaitHistory history;
+  const microseconds spin(1000);
+  EXPECT_EQ(history.spin_for(16, spin), spin) << "a fresh class polls the whole spin";
+  for (int i = 0; i < 8; ++i) history.record(16, spin, std::chrono::milliseconds(5));
+  EXPECT_LT(history.quick_fraction(16), 0.5);
+  EXPECT_EQ(history.spin_for(16, spin), WaitHistory::kShortSpin);
+  EXPECT_EQ(history.spin_for(16, microseconds(5)), microseconds(5)) << "never above the spin";
+  // Another size class is unaffected: 16 bytes and 1 MiB are far apart.
+  EXPECT_EQ(history.spin_for(1 << 20, spin), spin);
+  EXPECT_DOUBLE_EQ(history.quick_fraction(1 << 20), 1.0);
+  for (int i = 0; i < 16; ++i) history.record(16, spin, microseconds(100));
+  EXPECT_GE(history.quick_fraction(16), 0.5);
+  EXPECT_EQ(history.spin_for(16, spin), spin);
+
+  // wait_requests records into the policy's history (kSleep only).
+  WaitPolicy policy;
+  policy.history = std::make_shared<WaitHistory>();
+  policy.spin = microseconds(0);
+  for (int i = 0; i < 8; ++i) {
+    int received = 0, sent = 3;
+    MPI_Request request = MPI_REQUEST_NULL;
+    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, 0, 12, MPI_COMM_SELF, &request), MPI_SUCCESS);
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      MPI_Send(&sent, 1, MPI_INT, 0, 12, MPI_COMM_SELF);
+    });
+    wait_request(&request, MPI_STATUS_IGNORE, policy, sizeof(int));
+    sender.join();
+    EXPECT_EQ(received, 3);
+  }
+  EXPECT_LT(policy.history->quick_fraction(sizeof(int)), 0.5);
+}
+
+// A wait with a timeout throws CommunicationTimeout (kStalled) when none of its requests
+// completes for that long, in every mode, and leaves the request posted; a request that
+// completes in time is not affected.
+TEST(MpiWait, EveryModeTimesOutWithoutProgress) {
+  for (WaitMode mode : {WaitMode::kBusy, WaitMode::kYield, WaitMode::kSleep}) {
+    WaitPolicy policy;
+    policy.mode = mode;
+    policy.timeout = std::chrono::milliseconds(300);
+    int received = 0, sent = 7;
+    MPI_Request request = MPI_REQUEST_NULL;
+    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, 0, 9, MPI_COMM_SELF, &request), MPI_SUCCESS);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      wait_request(&request, MPI_STATUS_IGNORE, policy);
+      ADD_FAILURE() << wait_mode_name(mode) << ": no timeout";
+    } catch (const CommunicationTimeout& e) {
+      EXPECT_EQ(e.code(), StatusCode::kStalled);
+      const std::string message = e.what();
+      EXPECT_NE(message.find("no progress for 0.3 s"), std::string::npos) << message;
+      EXPECT_NE(message.find("1 of 1 MPI requests"), std::string::npos) << message;
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, policy.timeout) << wait_mode_name(mode);
+    ASSERT_NE(request, MPI_REQUEST_NULL) << "the timed-out request must stay posted";
+    // The request is still usable: a late message completes it.
+    ASSERT_EQ(MPI_Send(&sent, 1, MPI_INT, 0, 9, MPI_COMM_SELF), MPI_SUCCESS);
+    wait_request(&request, MPI_STATUS_IGNORE, policy);
+    EXPECT_EQ(received, 7) << wait_mode_name(mode);
+
+    // Two requests completing 100 ms apart, each within the timeout of the last progress.
+    MPI_Request two[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int a = 0, b = 0;
+    ASSERT_EQ(MPI_Irecv(&a, 1, MPI_INT, 0, 10, MPI_COMM_SELF, &two[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(&b, 1, MPI_INT, 0, 11, MPI_COMM_SELF, &two[1]), MPI_SUCCESS);
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      MPI_Send(&sent, 1, MPI_INT, 0, 10, MPI_COMM_SELF);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      MPI_Send(&sent, 1, MPI_INT, 0, 11, MPI_COMM_SELF);
+    });
+    EXPECT_NO_THROW(wait_requests(two, 2, MPI_STATUSES_IGNORE, policy)) << wait_mode_name(mode);
+    sender.join();
+    EXPECT_EQ(a + b, 14) << wait_mode_name(mode);
+  }
+}
+
+// Every rank answers the liveness check, so nobody is named silent.
+TEST_F(MpiCommunicatorTest, LivenessCheckFindsNoSilentRankWhenAllTakePart) {
+  std::vector<int> silent{42};
+  ASSERT_TRUE(comm_->find_silent_ranks(std::chrono::milliseconds(5000), &silent));
+  EXPECT_TRUE(silent.empty()) << "rank " << silent.front() << " named silent";
+  comm_->barrier();
+}
+
 TEST_F(MpiCommunicatorTest, ErrorsAreThrownNotFatal) {
   char buf[8] = {};
   EXPECT_THROW(comm_->send(buf, 1, size(), 0), Error);

@@ -188,3 +188,16 @@ _rt_add_job_test(NAME runtime_logging_debug_has_rank_prefix_np2 NP 2 TARGET runt
 _rt_add_job_test(NAME runtime_logging_default_level_is_quiet_np2 NP 2 TARGET runtime_config_test
   ARGS --expect-ok
   CHECKS --exit zero --within 60 --reject "[^a-z](debug|info|trace)[^a-z]")
+
+# --- init() again on one thread while others submit and synchronize ---
+add_executable(runtime_reinit_test ${_rt_dir}/runtime_reinit.cc)
+target_link_libraries(runtime_reinit_test PRIVATE arcreduce_internal)
+foreach(_case "1|150" "2|50")
+  string(REPLACE "|" ";" _fields "${_case}")
+  list(GET _fields 0 _np)
+  list(GET _fields 1 _rounds)
+  set(_name runtime_reinit_while_synchronizing_np${_np})
+  arcreduce_add_mpi_test(NAME ${_name} NP ${_np} COMMAND runtime_reinit_test
+                         --rounds=${_rounds} --watchdog-seconds=100 TIMEOUT 120)
+  _rt_add_env(${_name} ${_rt_guard_env})
+endforeach()

@@ -239,6 +239,9 @@ void run_pending_ops_case(int shutdown_rank) {
   if (g_rank == 0) root_only.submit("only_on_rank_zero");
   MPI_Barrier(MPI_COMM_WORLD);  // everybody's pending ops are submitted
   check(!arcreduce::poll(mine.handle), "orphan op completed although no other rank submitted it");
+  // Every rank has looked before any shuts down: a shutdown right after the first barrier could
+  // complete a slower rank's orphan op (with kShutdown, correctly) before that rank's check.
+  MPI_Barrier(MPI_COMM_WORLD);
 
   if (shutdown_rank < 0) {
     set_stage("shutdown (all ranks, helper blocked in synchronize)");

@@ -38,8 +38,10 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_GT(c.stall_shutdown_seconds, 0);  // finite by default
   EXPECT_EQ(c.cuda_transport, "auto");
   EXPECT_EQ(c.wait_mode, "sleep");
-  EXPECT_EQ(c.wait_max_sleep_us, 200);
+  EXPECT_EQ(c.wait_max_sleep_us, 2000);
   EXPECT_EQ(c.wait_spin_us, 1000);
+  EXPECT_EQ(c.batch_gap_us, 100);
+  EXPECT_FALSE(c.batch_compressed);
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -71,6 +73,8 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_WAIT_MODE", "yield");
   env.set("ARCREDUCE_WAIT_MAX_SLEEP_US", "750");
   env.set("ARCREDUCE_WAIT_SPIN_US", "0");
+  env.set("ARCREDUCE_BATCH_GAP_US", "0");
+  env.set("ARCREDUCE_BATCH_COMPRESSED", "1");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
   EXPECT_EQ(c.compress_ratio, 0.1);
@@ -99,6 +103,8 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.wait_mode, "yield");
   EXPECT_EQ(c.wait_max_sleep_us, 750);
   EXPECT_EQ(c.wait_spin_us, 0);
+  EXPECT_EQ(c.batch_gap_us, 0);
+  EXPECT_TRUE(c.batch_compressed);
 }
 
 struct BadValue {
@@ -158,6 +164,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_WAIT_MAX_SLEEP_US", "0", "[1, 100000]"},
                       BadValue{"ARCREDUCE_WAIT_MAX_SLEEP_US", "1ms", "integer"},
                       BadValue{"ARCREDUCE_WAIT_SPIN_US", "-1", "[0, 1000000]"},
+                      BadValue{"ARCREDUCE_BATCH_GAP_US", "1000001", "[0, 1000000]"},
+                      BadValue{"ARCREDUCE_BATCH_GAP_US", "soon", "integer"},
+                      BadValue{"ARCREDUCE_BATCH_COMPRESSED", "yes", "0 or 1"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 
 // "nccl" needs a build with NCCL: rejected at start-up otherwise, naming the variable.

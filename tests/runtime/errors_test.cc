@@ -223,6 +223,37 @@ TEST(Shutdown, PendingOpsCompleteWithShutdownOnEveryRank) {
   });
 }
 
+// synchronize() asks whether it runs on the coordinator thread while shutdown() joins that
+// thread on another: the answer must not read the std::thread being joined (ThreadSanitizer
+// reported that data race). Ops of another thread then complete with kShutdown or ok.
+TEST(Shutdown, SynchronizeOnAnotherThreadWhileShutdownJoinsTheCoordinator) {
+  for (int round = 0; round < 20; ++round) {
+    run_runtimes(1, test_config(), [&](Runtime& rt, int) {
+      std::atomic<bool> stop{false};
+      std::atomic<int> calls{0};
+      std::thread user([&] {
+        std::vector<float> data(4, 1.0f);
+        for (int i = 0; !stop.load(); ++i) {
+          Status s = rt.synchronize(rt.allreduce_async(
+              "t" + std::to_string(i), Tensor{data.data(), DType::kFloat32, {4}}, {}));
+          EXPECT_TRUE(s.ok() || s.code() == StatusCode::kShutdown) << s.message();
+          Status unknown = rt.synchronize(Handle{1} << 40);
+          EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument) << unknown.message();
+          ++calls;
+        }
+      });
+      while (calls.load() < 2) std::this_thread::yield();
+      rt.shutdown();
+      // Keep calling for a while after the join.
+      const int after_join = calls.load() + 2;
+      while (calls.load() < after_join) std::this_thread::yield();
+      stop = true;
+      user.join();
+      EXPECT_FALSE(rt.running());
+    });
+  }
+}
+
 TEST(Stall, WarnsThenFailsEveryPendingOpAndAbortsTheJob) {
   Config config = test_config();
   config.stall_check_seconds = 0.2;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
 #include <thread>
 
 #include "tensor_queue/tensor_queue.h"
@@ -92,6 +94,81 @@ TEST(TensorQueue, WaitForWorkWakesOnSubmission) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   producer.join();
   EXPECT_EQ(q.take_new_requests().size(), 1u);
+}
+
+// Submissions that come less than the gap apart are all taken by one wait; the wait then ends
+// once the gap passes without one.
+TEST(TensorQueue, WaitForQuietTakesBackToBackSubmissions) {
+  TensorQueue q;
+  std::thread producer([&] {
+    for (const char* name : {"w", "b", "next"}) {
+      q.submit(entry(name));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  q.wait_for_work(std::chrono::seconds(30));
+  q.wait_for_quiet(std::chrono::milliseconds(1000), std::chrono::seconds(30));
+  producer.join();
+  EXPECT_EQ(q.take_new_requests().size(), 3u);
+}
+
+// A producer that never pauses cannot hold the cycle longer than `limit`.
+TEST(TensorQueue, WaitForQuietStopsAtTheLimit) {
+  TensorQueue q;
+  std::atomic<bool> stop{false};
+  std::atomic<int> submitted{0};
+  std::thread producer([&] {
+    for (int i = 0; !stop && i < 100000; ++i) {
+      q.submit(entry("t" + std::to_string(i)));
+      ++submitted;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  q.wait_for_work(std::chrono::seconds(30));
+  q.wait_for_quiet(std::chrono::seconds(10), std::chrono::milliseconds(50));
+  const size_t taken = q.take_new_requests().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool still_producing = q.take_new_requests().size() > 0;
+  stop = true;
+  producer.join();
+  EXPECT_GE(taken, 1u);
+  EXPECT_TRUE(still_producing) << "wait_for_quiet returned only after the producer stopped";
+}
+
+// Nothing queued, a zero gap, close() or wake(): no wait at all.
+TEST(TensorQueue, WaitForQuietReturnsAtOnceWithNothingToWaitFor) {
+  TensorQueue q;
+  const auto start = Clock::now();
+  q.wait_for_quiet(std::chrono::seconds(20), std::chrono::seconds(20));  // empty
+  q.submit(entry("a"));
+  q.wait_for_quiet(std::chrono::microseconds(0), std::chrono::seconds(20));
+  q.wake();
+  q.wait_for_quiet(std::chrono::seconds(20), std::chrono::seconds(20));
+  q.wait_for_work(std::chrono::seconds(0));  // clears the wake
+  q.close(Status(StatusCode::kShutdown, "closed"));
+  q.wait_for_quiet(std::chrono::seconds(20), std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+// A user blocking in synchronize() on an unfinished op wakes the coordinator and is reported
+// once by take_waited(), so that nothing is held back while someone waits.
+TEST(TensorQueue, SynchronizeOnAPendingOpWakesTheCoordinator) {
+  TensorQueue q;
+  Handle h = q.submit(entry("a"));
+  EXPECT_EQ(q.take_new_requests().size(), 1u);
+  EXPECT_FALSE(q.take_waited());
+  Status result;
+  std::thread user([&] { result = q.synchronize(h); });
+  const auto start = Clock::now();
+  q.wait_for_work(std::chrono::seconds(30));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(q.take_waited());
+  EXPECT_FALSE(q.take_waited());
+  TensorEntry e;
+  ASSERT_TRUE(q.take_entry("a", &e));
+  q.complete(e, Status::OK());
+  user.join();
+  EXPECT_TRUE(result.ok());
 }
 
 TEST(TensorQueue, UnknownHandle) {

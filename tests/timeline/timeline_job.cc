@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   round_of_ops(rank, size);
   arcreduce::shutdown();
   if (rank == 0) std::printf("timeline_job: %d failures\n", failures);
-  MPI_Finalize();
+  // No MPI_Finalize() here: init() initialised MPI, so arcreduce finalises it at exit, after
+  // tearing down its runtime (whose communicators must be freed before MPI is finalised).
   return failures == 0 ? 0 : 1;
 }

@@ -88,6 +88,21 @@ py::dict stats_dict() {
   return d;
 }
 
+// The configuration init() reads (ARCREDUCE_* variables and their defaults): what
+// DistributedOptimizer needs to pair error feedback with the optimizer (docs/pytorch.md).
+py::dict config_dict() {
+  const arcreduce::Config c = arcreduce::Config::from_env();
+  py::dict d;
+  d["compressor"] = c.compressor;
+  d["compress_ratio"] = c.compress_ratio;
+  d["error_feedback"] = c.error_feedback;
+  d["ef_momentum"] = c.ef_momentum;
+  d["ef_init"] = c.ef_init;
+  d["ef_masking"] = c.ef_masking;
+  d["warmup_steps"] = c.warmup_steps;
+  return d;
+}
+
 }  // namespace
 }  // namespace arcreduce_torch
 
@@ -120,4 +135,5 @@ PYBIND11_MODULE(_C, m) {
       "load_state", [](const std::string& path) { arcreduce::load_state(path); },
       py::call_guard<py::gil_scoped_release>(), py::arg("path"));
   m.def("stats", &stats_dict);
+  m.def("config", &config_dict);
 }

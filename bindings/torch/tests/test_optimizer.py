@@ -96,3 +96,59 @@ def test_misuse_is_reported(runtime):
     with pytest.raises(RuntimeError, match=r"produced again before step"):
         torch.nn.functional.cross_entropy(model(x), y).backward()
     optimizer.step()
+
+
+def test_efm_takes_over_sgd_momentum_and_matches_heavy_ball(runtime, gloo):
+    """At ratio 1 nothing is dropped, so efm with the optimizer's momentum handed over must
+    train exactly like heavy-ball SGD on gloo's dense average (up to rounding). With masking
+    (the default; CTest runs the 3-rank session without it) everything sent clears the
+    velocity, and at ratio 1 that is everything: plain SGD."""
+    settings = arc.config()
+    assert settings["ef_momentum"] == pytest.approx(0.1)  # the default eta: momentum 0.9
+    momentum = 0.0 if settings["ef_masking"] else 0.9
+    model = make_model(seed=5)
+    reference = make_model(seed=5)
+    base = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = arc.DistributedOptimizer(
+        base, named_parameters=model.named_parameters(), prefix="efm.",
+        compression=arc.Compression("arctopk", ratio=1.0, error_feedback="efm"))
+    assert all(g["momentum"] == 0.0 for g in optimizer.param_groups)
+    assert optimizer._arc_compression.error_feedback == "efm"
+    heavy_ball = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=momentum)
+    for step in range(5):
+        x, y = rank_batch(arc.rank(), 100 + step)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        heavy_ball.zero_grad()
+        torch.nn.functional.cross_entropy(reference(x), y).backward()
+        for q in reference.parameters():
+            gloo.all_reduce(q.grad)
+            q.grad /= gloo.get_world_size()
+        heavy_ball.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_error_feedback_pairing_with_other_optimizers(runtime):
+    model = make_model(seed=6)
+    efm = arc.Compression("arctopk", ratio=0.1, error_feedback="efm")
+    adam = arc.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=1e-3),
+                                    named_parameters=model.named_parameters(), compression=efm)
+    assert adam._arc_compression.error_feedback == "ef14"  # Adam keeps its own moments
+    plain = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                     named_parameters=model.named_parameters(), compression=efm)
+    assert plain._arc_compression.error_feedback == "ef14"  # no momentum to carry
+    with pytest.raises(ValueError, match=r"ARCREDUCE_EF_MOMENTUM=0.1 .*momentum 0.95"):
+        arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.95),
+                                 named_parameters=model.named_parameters(), compression=efm)
+    with pytest.raises(ValueError, match=r"'ef21m' .* diverges stacked on SGD momentum 0.9"):
+        arc.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+            named_parameters=model.named_parameters(),
+            compression=arc.Compression("arctopk", ratio=0.1, error_feedback="ef21m"))
+    dense = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                     named_parameters=model.named_parameters(),
+                                     compression=arc.Compression("none", error_feedback="efm"))
+    assert dense.param_groups[0]["momentum"] == 0.9  # no error feedback on dense: untouched

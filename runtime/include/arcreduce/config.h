@@ -8,10 +8,16 @@
 namespace arcreduce {
 
 struct Config {
-  std::string compressor = "arctopk";        // ARCREDUCE_COMPRESSOR
-  double compress_ratio = 0.01;              // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
-  int sketch_rank = 4;                       // ARCREDUCE_SKETCH_RANK, >= 1
-  std::string error_feedback = "none";       // ARCREDUCE_ERROR_FEEDBACK
+  std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
+  double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
+  int sketch_rank = 4;                 // ARCREDUCE_SKETCH_RANK, >= 1
+  // ARCREDUCE_ROW_LENGTH: longest row of ARC-Top-K's matrix view; longer rows of the natural view
+  // are split into equal pieces (docs/compressors.md, "Matrix view"). 0 keeps the natural view.
+  int64_t row_length = 0;
+  // ARCREDUCE_RANDOM_ROWS: fraction of ARC-Top-K's k rows drawn uniformly at random (the same
+  // on every rank) instead of by score, in [0, 1] (docs/compressors.md, "Random rows").
+  double random_rows = 0.5;
+  std::string error_feedback = "efm";        // ARCREDUCE_ERROR_FEEDBACK
   double ef_momentum = 0.1;                  // ARCREDUCE_EF_MOMENTUM, in (0, 1]
   int64_t warmup_steps = 0;                  // ARCREDUCE_WARMUP_STEPS, >= 0
   int64_t min_compress_elements = 16384;     // ARCREDUCE_MIN_COMPRESS_ELEMENTS, >= 0
@@ -28,6 +34,9 @@ struct Config {
   // ARCREDUCE_EF_INIT: "warm" starts error feedback from the first gradient (EF21: h = g,
   // hbar = mean g), "zero" from zero state (cold start).
   std::string ef_init = "warm";
+  // ARCREDUCE_EF_MASKING=1: efm clears the momentum where this rank's contribution was sent
+  // (Deep Gradient Compression's momentum-factor masking).
+  bool ef_masking = true;
   bool check_consistency = false;  // ARCREDUCE_CHECK_CONSISTENCY=1: verify shared selections
   // Ok-Topk (docs/compressors.md, "Ok-Topk"): calls between space repartitions (tau), calls
   // between exact threshold computations (tau'), and whether phase 2 balances the survivors
@@ -47,10 +56,22 @@ struct Config {
   // wait_max_sleep_us), leaving the core to the training thread; "yield": polls and yields the
   // core between polls; "busy": polls without pause (MPI's own blocking wait).
   std::string wait_mode = "sleep";
-  int64_t wait_max_sleep_us = 200;  // ARCREDUCE_WAIT_MAX_SLEEP_US, in [1, 100000]
+  int64_t wait_max_sleep_us = 2000;  // ARCREDUCE_WAIT_MAX_SLEEP_US, in [1, 100000]
   // ARCREDUCE_WAIT_SPIN_US: how long "sleep" polls (yielding) before its first sleep, in
   // [0, 1000000]: completions that come within it are seen without a sleep's delay.
   int64_t wait_spin_us = 1000;
+  // ARCREDUCE_BATCH_GAP_US: when submissions wake the coordinator, it takes more for as long as
+  // they keep coming less than this apart (at most the cycle time) before it negotiates, so
+  // that tensors produced together (a layer's weight and bias) share one cycle and one bucket;
+  // in [0, 1000000], 0 negotiates at once. Local to each rank.
+  int64_t batch_gap_us = 100;
+  // ARCREDUCE_BATCH_COMPRESSED=1: compressed tensors (every compressor but "none" and "fp16")
+  // wait until this rank has submitted all of the step's (learnt from the previous step) and
+  // then go out in one cycle; 0 (default) sends each as soon as it is submitted. Fewer rounds,
+  // but no overlap of the compressed exchange with backward: it pays where rounds are costly
+  // and the exchange is short (many ranks per core, a fast link), and loses on slow links
+  // (docs/runtime.md, "One cycle"). Local to each rank.
+  bool batch_compressed = false;
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).

@@ -21,6 +21,7 @@ from .mpi_ops import (
     broadcast,
     broadcast_,
     broadcast_async_,
+    config,
     init,
     is_initialized,
     load_state,
@@ -39,8 +40,8 @@ from .optimizer import DistributedOptimizer
 
 __all__ = [
     "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
-    "allreduce_async_", "broadcast", "broadcast_", "broadcast_async_", "init", "is_initialized",
-    "load_state", "local_rank", "local_size", "poll", "rank", "save_state", "shutdown", "size",
-    "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
+    "allreduce_async_", "broadcast", "broadcast_", "broadcast_async_", "config", "init",
+    "is_initialized", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",
+    "shutdown", "size", "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "DistributedOptimizer",
 ]

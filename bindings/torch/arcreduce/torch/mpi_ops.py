@@ -21,7 +21,8 @@ class Compression:
     """Per-tensor compression; unset fields fall back to the ARCREDUCE_* configuration.
 
     ``compressor``: none, fp16, topk, randk, arctopk, oktopk, powersgd (docs/compressors.md);
-    ``ratio``: fraction of entries kept, in (0, 1]; ``error_feedback``: none, ef14, ef21, ef21m;
+    ``ratio``: fraction of entries kept, in (0, 1]; ``error_feedback``: none, ef14, ef21, ef21m,
+    efm (docs/pytorch.md, "Error feedback and the optimizer's momentum");
     ``granularity``: element or row (topk, randk).
     """
 
@@ -156,6 +157,13 @@ def save_state(path):
 
 def load_state(path):
     _C.load_state(str(path))
+
+
+def config():
+    """The configuration init() reads: the ARCREDUCE_* variables with their defaults (compressor,
+    compress_ratio, error_feedback, ef_momentum, ef_init, ef_masking, warmup_steps) as a dict. Raises
+    ArcreduceError on a bad variable, as init() would."""
+    return _C.config()
 
 
 def stats():

@@ -6,7 +6,10 @@ of the others; ``step()`` waits for all of them and then runs the wrapped optimi
 """
 import torch
 
-from .mpi_ops import Average, Compression, allreduce_async_, synchronize
+from .mpi_ops import Average, Compression, allreduce_async_, config, synchronize
+
+# Compressors that take ARCREDUCE_ERROR_FEEDBACK (the others ignore it or keep their own).
+_FEEDBACK_COMPRESSORS = ("topk", "randk", "arctopk")
 
 
 class _DistributedOptimizer:
@@ -24,7 +27,7 @@ class _DistributedOptimizer:
         if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be an int >= 1, "
                              f"not {backward_passes_per_step!r}")
-        self._arc_compression = Compression.of(compression)
+        self._arc_compression = _pair_with_momentum(self, Compression.of(compression))
         self._arc_op = op
         self._arc_passes = backward_passes_per_step
         self._arc_names = {p: prefix + names[p] for p in params}
@@ -93,6 +96,54 @@ class _DistributedOptimizer:
             raise RuntimeError("zero_grad() was called while gradients are being reduced; "
                                "call step() or synchronize() first")
         return super().zero_grad(set_to_none)
+
+
+def _pair_with_momentum(optimizer, compression):
+    """Pairs the error feedback in effect with the optimizer (docs/pytorch.md, "Error feedback
+    and the optimizer's momentum"); returns the Compression the parameters are reduced with.
+
+    efm keeps heavy-ball momentum inside the runtime, where it sees the whole gradient before
+    compression (momentum correction): an SGD with momentum mu hands its momentum over (its
+    groups get momentum 0; mu must equal 1 - ARCREDUCE_EF_MOMENTUM). Any other optimizer keeps
+    its own moments and its gradients get ef14 instead, so momentum is never applied twice.
+    ef21m on top of SGD momentum is refused: the two momenta stack and training diverges."""
+    settings = config()
+    compressor = compression.compressor or settings["compressor"]
+    feedback = compression.error_feedback or settings["error_feedback"]
+    if compressor not in _FEEDBACK_COMPRESSORS:
+        return compression
+    groups = optimizer.param_groups
+    sgd = isinstance(optimizer, torch.optim.SGD)
+    momenta = sorted({float(g.get("momentum", 0.0)) for g in groups}) if sgd else []
+    if feedback == "ef21m" and sgd and any(m > 0 for m in momenta):
+        raise ValueError(
+            f"error feedback 'ef21m' carries its own momentum and diverges stacked on SGD "
+            f"momentum {momenta[-1]}: use SGD momentum=0 with the learning rate divided by "
+            f"ARCREDUCE_EF_MOMENTUM ({settings['ef_momentum']}) and ARCREDUCE_EF_INIT=zero, or "
+            "error feedback 'efm', which takes the optimizer's momentum over by itself")
+    if feedback != "efm":
+        return compression
+    carries = (sgd and momenta and momenta[0] > 0
+               and all(not g.get("nesterov", False) and float(g.get("dampening", 0.0)) == 0.0
+                       for g in groups))
+    if not carries:
+        # Adam and the like, SGD without momentum, Nesterov or dampened SGD: the optimizer's own
+        # update stays as it is and the residual of compression is fed back alone.
+        return _with_feedback(compression, "ef14")
+    eta = float(settings["ef_momentum"])
+    if len(momenta) > 1 or abs((1.0 - momenta[0]) - eta) > 1e-6:
+        raise ValueError(
+            f"error feedback 'efm' carries the optimizer's momentum with ARCREDUCE_EF_MOMENTUM="
+            f"{eta} (momentum {1.0 - eta:g}), but the SGD groups have momentum "
+            f"{', '.join(f'{m:g}' for m in momenta)}: set ARCREDUCE_EF_MOMENTUM to 1 - momentum "
+            "(one value for all groups)")
+    for g in groups:
+        g["momentum"] = 0.0
+    return _with_feedback(compression, "efm")
+
+
+def _with_feedback(compression, kind):
+    return Compression(compression.compressor, compression.ratio, kind, compression.granularity)
 
 
 def _names_of(named_parameters, params):

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Table and plot of the time-to-accuracy benchmark (scripts/bench-tta.sh).
+
+  make_report.py OUT_DIR     reads OUT_DIR/results.jsonl, writes OUT_DIR/table.md and
+                             OUT_DIR/accuracy.png (test accuracy against training seconds)
+
+Per setting, variant and seed: whether the variant reached dense's target, the training
+wall-clock to the first evaluation at or above it (evaluations not counted), that time as a
+multiple of dense's own time to the same target, the accuracy the variant had when dense had
+trained as long as it did in all (the last evaluation within that time: accuracy at equal
+wall-clock), its best accuracy, and the mean bytes rank 0 sent per step.
+"""
+import json
+import os
+import statistics
+import sys
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def time_to(points, target):
+    for p in points:
+        if p["test_accuracy"] >= target:
+            return p["seconds"], p["step"]
+    return None, None
+
+
+def accuracy_at(points, seconds):
+    best = points[0]["test_accuracy"]
+    for p in points:
+        if p["seconds"] <= seconds:
+            best = p["test_accuracy"]
+    return best
+
+
+def mean_bytes(points):
+    per_step = [p["bytes_per_step"] for p in points if p["step"] > 0]
+    return statistics.mean(per_step) if per_step else 0.0
+
+
+def fmt_s(x):
+    return "—" if x is None else f"{x:.1f}"
+
+
+def table(rows):
+    out = []
+    settings = []
+    for r in rows:
+        if r.get("setting") not in settings:
+            settings.append(r.get("setting"))
+    for setting in settings:
+        here = [r for r in rows if r.get("setting") == setting]
+        dense = {r["seed"]: r for r in here if r["variant"] == "dense" and not r.get("failed")}
+        out.append(f"### {setting}\n")
+        out.append("| variant | error feedback (used) | seeds at target | time to target s "
+                   "(per seed) | x dense's time | accuracy at dense's wall-clock (per seed) | "
+                   "best accuracy (per seed) | steps to target | KB sent per step |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        variants = []
+        for r in here:
+            if r["variant"] not in variants:
+                variants.append(r["variant"])
+        for v in variants:
+            runs = sorted((r for r in here if r["variant"] == v), key=lambda r: r.get("seed", 0))
+            times, ratios, equal, best, steps, kb, feedback = [], [], [], [], [], [], set()
+            reached = 0
+            for r in runs:
+                if r.get("failed"):
+                    times.append(None)
+                    continue
+                d = dense.get(r["seed"])
+                target = d and (r["target"] if v != "dense" else None)
+                if v == "dense" and d:
+                    # dense's own target: the one the other variants of this seed trained to.
+                    others = [o for o in here if o.get("seed") == r["seed"] and
+                              o["variant"] != "dense" and not o.get("failed")]
+                    target = others[0]["target"] if others else None
+                t, s = time_to(r["points"], target) if target else (None, None)
+                dt = time_to(d["points"], target)[0] if (d and target) else None
+                reached += t is not None
+                times.append(t)
+                steps.append(s)
+                ratios.append(t / dt if (t is not None and dt) else None)
+                if d:
+                    equal.append(accuracy_at(r["points"], d["points"][-1]["seconds"]))
+                best.append(max(p["test_accuracy"] for p in r["points"]))
+                kb.append(mean_bytes(r["points"]) / 1e3)
+                feedback.add(f'{r["error_feedback"]} ({r["error_feedback_used"]})'
+                             if r["error_feedback"] != r["error_feedback_used"]
+                             else r["error_feedback"])
+            ok = [x for x in ratios if x is not None]
+            out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |".format(
+                v, ", ".join(sorted(feedback)) if v not in ("dense", "oktopk", "powersgd") else "—",
+                reached, len(runs), " / ".join(fmt_s(t) for t in times),
+                f"{statistics.median(ok):.2f}x" if ok else "—",
+                " / ".join(f"{100 * a:.2f}%" for a in equal),
+                " / ".join(f"{100 * a:.2f}%" for a in best),
+                " / ".join("—" if s is None else str(s) for s in steps),
+                statistics.mean(kb) if kb else 0.0))
+        targets = sorted({(r["seed"], r["target"]) for r in here
+                          if r["variant"] != "dense" and not r.get("failed")})
+        out.append("")
+        out.append("Targets (dense's last-epoch mean less the margin): " + ", ".join(
+            f"seed {s}: {100 * t:.2f}%" for s, t in targets) + ".\n")
+    return "\n".join(out) + "\n"
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("make_report: no matplotlib, plot skipped", file=sys.stderr)
+        return
+    settings = []
+    for r in rows:
+        if r.get("setting") not in settings:
+            settings.append(r.get("setting"))
+    fig, axes = plt.subplots(1, len(settings), figsize=(7 * len(settings), 5), squeeze=False)
+    for ax, setting in zip(axes[0], settings):
+        here = [r for r in rows if r.get("setting") == setting and not r.get("failed")]
+        seed = min(r["seed"] for r in here) if here else 0
+        for r in here:
+            if r["seed"] != seed:
+                continue
+            xs = [p["seconds"] for p in r["points"]]
+            ys = [100 * p["test_accuracy"] for p in r["points"]]
+            ax.plot(xs, ys, label=r["variant"], linewidth=2 if r["variant"] in
+                    ("dense", "arctopk-default") else 1)
+        targets = {r["target"] for r in here if r["seed"] == seed and r["variant"] != "dense"}
+        for t in targets:
+            ax.axhline(100 * t, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"{setting}, seed {seed}")
+        ax.set_xlabel("training wall-clock (s, evaluations excluded)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(70, 90)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir = sys.argv[1]
+    rows = load(os.path.join(out_dir, "results.jsonl"))
+    text = table(rows)
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    plot(rows, os.path.join(out_dir, "accuracy.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

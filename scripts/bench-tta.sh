@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Time-to-accuracy benchmark (docs/time-to-accuracy.md): examples/03_fashion_mnist's MLP trained
+# with `train_fashion_mnist --tta` (evaluation every EVAL_EVERY steps, the clock stopped while it
+# evaluates) for every variant, seed and setting. Per setting and seed, dense trains first for
+# DENSE_EPOCHS epochs; its final accuracy (the mean of the evaluations of its last epoch, which
+# evens out the noise of a single evaluation) minus MARGIN points is the target every other
+# variant trains to, for at most BUDGET_FACTOR times dense's steps. Prints every command and its
+# progress; writes OUT_DIR/results.jsonl (one JSON line per run), raw.txt, then table.md and
+# accuracy.png (bench/tta/make_report.py).
+#
+#   bash scripts/bench-tta.sh
+#   SETTINGS=local SEEDS=1 VARIANTS="arctopk-default randk" bash scripts/bench-tta.sh
+#
+# Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
+# arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults), topk
+# (ef14), randk (ef14), oktopk, powersgd (rank 1). Settings: local (RANKS ranks on this
+# machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per host, e.g.
+# 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
+# Environment: SETTINGS ("local 4x1gbit"), SEEDS ("0 1"), VARIANTS (all above), RANKS (4),
+# EVAL_EVERY (25), TRAIN_SAMPLES (60000: the first N training examples), DENSE_EPOCHS (3), MARGIN (0.5), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s),
+# BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON (/usr/bin/python3), DATA_DIR.
+# Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+out_dir=${OUT_DIR:-$root/docs/results/tta}
+settings=${SETTINGS:-local 4x1gbit}
+seeds=${SEEDS:-0 1}
+variants=${VARIANTS:-dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 topk randk oktopk powersgd}
+ranks=${RANKS:-4}
+eval_every=${EVAL_EVERY:-25}
+train_samples=${TRAIN_SAMPLES:-60000}
+dense_epochs=${DENSE_EPOCHS:-3}
+margin=${MARGIN:-0.5}
+budget_factor=${BUDGET_FACTOR:-3}
+run_timeout=${RUN_TIMEOUT:-1800}
+python=${PYTHON:-/usr/bin/python3}
+data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers forbid cross-memory attach
+
+cmake --build "$build_dir" -j "$(nproc)" --target arcrun train_fashion_mnist >/dev/null || exit 1
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] ||
+  commit+="+dirty"
+
+name=arct$(($$ % 1000000))
+dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-tta.XXXXXX")
+cluster_dir=$dir/cluster
+cleanup() {
+  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null 2>&1 ||
+    true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$out_dir"
+: >"$out_dir/results.jsonl"
+exec > >(tee "$out_dir/raw.txt") 2>&1
+echo "bench-tta $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs," \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+
+variant_flags() {  # variant -> train_fashion_mnist flags
+  case $1 in
+    dense) echo --compressor dense ;;
+    arctopk-default) echo --compressor arctopk ;;
+    arctopk-*) echo --compressor arctopk --compress-ratio "${1#arctopk-}" ;;
+    topk | randk) echo --compressor "$1" --error-feedback ef14 ;;
+    oktopk | powersgd) echo --compressor "$1" ;;
+    *) return 1 ;;
+  esac
+}
+
+# One run: prints the command and its output; appends its JSON line, tagged, to results.jsonl
+# (a "failed" line where it printed none).
+run_one() {  # setting seed variant target max_steps -- launch words...
+  local setting=$1 seed=$2 variant=$3 target=$4 max_steps=$5
+  shift 6
+  local -a flags
+  read -r -a flags <<<"$(variant_flags "$variant")" || {
+    echo "bench-tta: unknown variant '$variant'" >&2
+    return 0
+  }
+  local -a program=("$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --tta
+    --seed "$seed" --max-steps "$max_steps" --eval-every "$eval_every"
+    --target-accuracy "$target" --data-dir "$data_dir" --train-samples "$train_samples"
+    "${flags[@]}")
+  # The runtime's own defaults: no ARCREDUCE_* from this shell.
+  local -a clean=(env)
+  while IFS='=' read -r var _; do clean+=(-u "$var"); done < <(env | grep '^ARCREDUCE_' || true)
+  echo
+  echo "\$ ${*//"$build_dir"/BUILD} -- ${program[*]//"$build_dir"/BUILD}" |
+    sed "s#$root/##g; s#$cluster_dir#DIR#g"
+  local status=0
+  timeout "$run_timeout" "${clean[@]}" "$@" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
+  grep -v '^{"bench"' "$dir/out" || true
+  local line
+  line=$(grep -m1 '^{"bench": "tta"' "$dir/out" || true)
+  [[ -n "$line" ]] || line='{"bench": "tta", "failed": true}'
+  "$python" - "$setting" "$variant" "$status" "$line" >>"$out_dir/results.jsonl" <<'EOF'
+import json, sys
+setting, variant, status, line = sys.argv[1:]
+row = json.loads(line)
+row.update(setting=setting, variant=variant, exit=int(status))
+print(json.dumps(row))
+EOF
+  ((status == 0)) || echo "bench-tta: $setting seed $seed $variant exited $status"
+}
+
+# dense's target: the mean accuracy of its last epoch's evaluations, less the margin (percent).
+dense_target() {  # setting seed
+  "$python" - "$out_dir/results.jsonl" "$1" "$2" "$margin" <<'EOF'
+import json, sys
+path, setting, seed, margin = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+for line in open(path):
+    r = json.loads(line)
+    if r.get("setting") == setting and r.get("seed") == seed and r.get("variant") == "dense" \
+            and not r.get("failed"):
+        last = r["points"][-1]["step"]
+        tail = [p["test_accuracy"] for p in r["points"] if p["step"] > last - r["steps_per_epoch"]]
+        print(f"{100 * sum(tail) / len(tail) - margin:.2f} {last}")
+        break
+EOF
+}
+
+run_setting() {  # setting -- launch words...
+  local setting=$1
+  shift 2
+  local seed variant steps_per_epoch dense_steps target
+  # The training examples in global batches of 64 per rank.
+  local launch_ranks=$ranks
+  [[ "$setting" == local ]] || launch_ranks=${setting%%x*}
+  steps_per_epoch=$((train_samples / (64 * launch_ranks)))
+  dense_steps=$((dense_epochs * steps_per_epoch))
+  for seed in $seeds; do
+    echo
+    echo "=== $setting, seed $seed ==="
+    run_one "$setting" "$seed" dense 0 "$dense_steps" -- "$@"
+    read -r target dense_steps <<<"$(dense_target "$setting" "$seed")" || {
+      echo "bench-tta: dense failed on $setting seed $seed: no target" >&2
+      continue
+    }
+    echo "target: ${target}% (dense's last epoch less $margin points), budget" \
+      "$((budget_factor * dense_steps)) steps"
+    for variant in $variants; do
+      [[ "$variant" != dense ]] || continue
+      run_one "$setting" "$seed" "$variant" "$target" "$((budget_factor * dense_steps))" -- "$@"
+    done
+  done
+}
+
+for setting in $settings; do
+  if [[ "$setting" == local ]]; then
+    run_setting local -- "$build_dir/launcher/arcrun" -np "$ranks"
+    continue
+  fi
+  hosts=${setting%%x*} rate=${setting#*x}
+  status=0
+  up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
+    --dir "$cluster_dir" 2>&1) || status=$?
+  echo "${up_log//"$cluster_dir"/DIR}"
+  if ((status == 77)); then
+    echo "bench-tta: no simulated cluster here (see above): $setting skipped"
+    continue
+  fi
+  ((status == 0)) || exit 1
+  # shellcheck disable=SC1091  # written by `sim-cluster.sh up`
+  source "$cluster_dir/cluster.env"
+  # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
+  run_setting "$setting" -- "$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile" \
+    --rsh-agent "$rsh_agent" --network-interface "$network" --mpi-args "$mpi_args"
+  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null
+done
+
+echo
+"$python" "$root/bench/tta/make_report.py" "$out_dir"

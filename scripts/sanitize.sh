@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The sanitizer stage of the test suite (docs/reliability.md, "Sanitizers"), run by
+# scripts/test.sh after the main suite. Builds the library and its tests twice with CUDA off
+# (host code only):
+#   asan: AddressSanitizer (with LeakSanitizer) + UndefinedBehaviorSanitizer, in $ASAN_BUILD_DIR
+#         (default build-asan/); runs the in-process tests (gtest binaries, ranks as threads over
+#         the loopback communicator) and the multi-process tests under mpirun, except the
+#         simulated-cluster, fault-injection and install tests.
+#   tsan: ThreadSanitizer, in $TSAN_BUILD_DIR (default build-tsan/); runs the in-process tests and
+#         the multi-process tests listed in TSAN_MPI_TESTS below.
+# Reports inside Open MPI are suppressed by tests/sanitizers/tsan.supp, Thrust's one UBSan report
+# by tests/sanitizers/ubsan.supp; LeakSanitizer runs in the in-process tests only
+# (tests/sanitizers/lsan.supp says why). Every other report fails the stage: each sanitizer stops
+# the process at its first report, and ASan and TSan also write each process's reports to
+# <build dir>/sanitizer-reports/, which must stay empty, so their reports fail the stage even in a
+# test whose job is expected to fail (stall, killed rank). UBSan's reports go to the test output.
+#
+#   bash scripts/sanitize.sh [asan] [tsan]   # default: both
+#
+# ARCREDUCE_SKIP_SANITIZERS=1 skips the stage (for local runs only; CI runs it). SANITIZE_JOBS:
+# parallel compile jobs (default 2); CTEST_PARALLEL_LEVEL: parallel tests (default 2).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [[ "${ARCREDUCE_SKIP_SANITIZERS:-0}" == 1 ]]; then
+  echo "sanitize: skipped (ARCREDUCE_SKIP_SANITIZERS=1)"
+  exit 0
+fi
+builds=("$@")
+if ((${#builds[@]} == 0)); then builds=(asan tsan); fi
+supp=$root/tests/sanitizers
+jobs=${SANITIZE_JOBS:-2}
+ctest_jobs=${CTEST_PARALLEL_LEVEL:-2}
+
+# Multi-process tests run under TSan too: the runtime's threads (coordinator, callers of the API)
+# with real MPI underneath, at 1 and 2 ranks.
+TSAN_MPI_TESTS='^(runtime_reinit_while_synchronizing_np[12]|runtime_allreduce_np2|runtime_shutdown_by_all_np2|ops_communicator_ring_np2)$'
+
+# configure_and_build <dir> <sanitizers> [targets...]: -O1 (quicker to compile than the main
+# build's -O2, and the tests still run at a useful speed), -g for the reports' stacks, NDEBUG as
+# in the main build; without CUDA, examples, benchmarks or the fuzz replays (scripts/fuzz.sh runs
+# those parsers under ASan and UBSan already).
+configure_and_build() {
+  local dir=$1 sanitizers=$2
+  shift 2
+  local log=$dir.configure.log
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" \
+    -DARCREDUCE_SANITIZE="$sanitizers" \
+    -DARCREDUCE_CUDA=OFF -DARCREDUCE_TORCH=OFF -DARCREDUCE_BUILD_EXAMPLES=OFF \
+    -DARCREDUCE_BUILD_BENCH=OFF >"$log" 2>&1 || { cat "$log" >&2; return 1; }
+  rm -f "$log"
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
+}
+
+# check_reports <dir>: prints the sanitizer reports written under <dir>, fails if there are any.
+check_reports() {
+  local dir=$1 found=0
+  for f in "$dir"/*; do
+    [[ -s "$f" ]] || continue
+    found=1
+    echo "sanitize: report in $(basename "$f"):" >&2
+    head -60 "$f" >&2
+  done
+  return "$found"
+}
+
+failed=()
+for build in "${builds[@]}"; do
+  start=$SECONDS
+  case "$build" in
+    asan)
+      dir=${ASAN_BUILD_DIR:-$root/build-asan}
+      configure_and_build "$dir" address,undefined
+      # The simulated cluster and the fault injection start their ranks with a cleared environment
+      # (no sanitizer options) in network namespaces; the install test builds another project.
+      # Multi-process tests without LeakSanitizer: see tests/sanitizers/lsan.supp.
+      runs=("1 -L unit -E ^timeline_" "0 -L mpi -LE cluster|faults|install|lint")
+      ;;
+    tsan)
+      dir=${TSAN_BUILD_DIR:-$root/build-tsan}
+      configure_and_build "$dir" thread ops_tests runtime_tests tensor_queue_tests \
+        compressors_tests kernels_tests launcher_tests runtime_mpi_tests runtime_shutdown_test \
+        runtime_reinit_test communicator_mpi_test
+      # The tests of the gtest binaries (not the timeline checks, whose job this build leaves
+      # out, nor the Ok-Topk volume test: arithmetic on one thread per rank, over 2.5 minutes
+      # under TSan, run by the asan build), then the multi-process tests above.
+      runs=("1 -L unit -E NOT_BUILT|^timeline_|^OkTopK.VolumeOnOrdinaryCalls" "1 -R $TSAN_MPI_TESTS")
+      ;;
+    *)
+      echo "sanitize: unknown build '$build' (asan or tsan)" >&2
+      exit 2
+      ;;
+  esac
+  built=$SECONDS
+  reports=$dir/sanitizer-reports
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  # Inherited by every test process, mpirun's ranks included. log_path: one file per process
+  # that reports (<tool>.<pid>); nothing is written by processes without a report.
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp:log_path=$reports/ubsan"
+  # history_size=7 (the largest): Open MPI copies a message into a receive buffer on whichever
+  # thread drives its progress, often long before the owner reads it; with the default history
+  # TSan reports that copy with "failed to restore the stack", no frame for tsan.supp's Open MPI
+  # entries to match, and the report fails the stage (seen in runtime_allreduce_np2).
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:suppressions=$supp/tsan.supp:log_path=$reports/tsan"
+  status=ok
+  for run in "${runs[@]}"; do
+    read -r leaks selection <<<"$run"
+    read -r -a selection <<<"$selection"  # no pattern above contains a space
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=$leaks:log_path=$reports/asan"
+    if ! ctest --test-dir "$dir" --output-on-failure -j "$ctest_jobs" "${selection[@]}"; then
+      status=failed
+    fi
+  done
+  if ! check_reports "$reports"; then status=failed; fi
+  unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
+  echo "sanitize: $build: $status (build $((built - start)) s, tests $((SECONDS - built)) s)"
+  if [[ $status != ok ]]; then failed+=("$build"); fi
+done
+
+if ((${#failed[@]} > 0)); then
+  echo "sanitize: failures in ${failed[*]}" >&2
+  exit 1
+fi
+echo "sanitize: ${builds[*]}: no failure, no sanitizer report"
