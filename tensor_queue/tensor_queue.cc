@@ -1,6 +1,7 @@
 #include "tensor_queue/tensor_queue.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 namespace arcreduce {
@@ -8,6 +9,11 @@ namespace {
 // Completed handles kept for a later synchronize(); beyond this the oldest are released (a
 // program that only uses callbacks never synchronizes).
 constexpr size_t kMaxUnsynchronizedHandles = 1 << 16;
+
+// Handles are unique for the life of the process, not per queue: after shutdown(); init(), a
+// handle of the retired runtime's queue must not name an op of the new one (its synchronize()
+// would return another op's status).
+std::atomic<Handle> g_next_handle{1};
 
 void run_callback(std::function<void(const Status&)>& callback, const Status& status) {
   if (!callback) return;
@@ -24,7 +30,7 @@ Handle TensorQueue::submit(TensorEntry entry) {
   Status reject_status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    Handle h = next_handle_++;
+    Handle h = g_next_handle.fetch_add(1);
     handles_[h];
     entry.handle = h;
     if (closed_) {
@@ -51,7 +57,7 @@ Handle TensorQueue::reject(std::function<void(const Status&)> callback, const St
   Handle h;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    h = next_handle_++;
+    h = g_next_handle.fetch_add(1);
     handles_[h];
   }
   finish(h, callback, status);

@@ -92,7 +92,6 @@ class TensorQueue {
   std::vector<Request> new_requests_;
   std::unordered_map<Handle, HandleState> handles_;
   std::deque<Handle> unsynchronized_done_;  // bounds memory of handles nobody synchronizes
-  Handle next_handle_ = 1;
   uint64_t completed_ok_ = 0;
   uint64_t completed_failed_ = 0;
   bool closed_ = false;

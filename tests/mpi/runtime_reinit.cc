@@ -51,9 +51,10 @@ struct WorkerCounts {
 };
 
 // Submits "w<worker>/<i>" (rank r contributes r + 1 + i, so the average is (size + 1) / 2 + i),
-// synchronizes it and, in between, the handle of the op before, which is already released (a
-// new runtime may have given the same number to another op, which then reports an unknown
-// handle to its own synchronize(): the stale call's status is not checked).
+// synchronizes it and, in between, the handle of the op before, which is already released (the
+// stale call's status is not checked). Handles are unique in the process: before they were, a
+// new runtime gave an op the number of one that completed in the runtime before it, and the
+// earlier op's synchronize() returned the later op's kShutdown over values already averaged.
 void work(int worker, int rank, int size, const std::atomic<bool>& stop, WorkerCounts* counts) {
   arcreduce::Handle previous = 0;
   for (int i = 0; !stop.load(); ++i) {

@@ -171,6 +171,20 @@ TEST(TensorQueue, SynchronizeOnAPendingOpWakesTheCoordinator) {
   EXPECT_TRUE(result.ok());
 }
 
+// After shutdown(); init() the API synchronizes handles of the retired runtime's queue on the new
+// one: a handle must never name an op of another queue, or it would return that op's status.
+TEST(TensorQueue, HandlesOfTwoQueuesNeverCoincide) {
+  TensorQueue retired;
+  const Handle old_op = retired.submit(entry("a"));
+  TensorQueue current;
+  const Handle new_op = current.submit(entry("b"));
+  const Handle rejected = current.reject(nullptr, Status(StatusCode::kShutdown, "stopped"));
+  ASSERT_NE(old_op, new_op);  // or the synchronize() below would wait for new_op
+  ASSERT_NE(old_op, rejected);
+  EXPECT_EQ(current.synchronize(old_op).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(current.poll(new_op));
+}
+
 TEST(TensorQueue, UnknownHandle) {
   TensorQueue q;
   EXPECT_TRUE(q.poll(12345));

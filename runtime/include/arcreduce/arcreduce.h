@@ -37,7 +37,9 @@ using Handle = uint64_t;
 Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options = {});
 // True when the op is complete. Unknown handles count as complete.
 bool poll(Handle handle);
-// Blocks until the op completes, returns its Status and releases the handle.
+// Blocks until the op completes, returns its Status and releases the handle. Handles are unique
+// for the life of the process: after shutdown(); init(), a handle of the earlier runtime is
+// unknown to the new one (kInvalidArgument), never another op's.
 Status synchronize(Handle handle);
 Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options = {});
 
