@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Time-to-accuracy benchmark (docs/time-to-accuracy.md): examples/03_fashion_mnist's MLP trained
-# with `train_fashion_mnist --tta` (evaluation every EVAL_EVERY steps, the clock stopped while it
-# evaluates) for every variant, seed and setting. Per setting and seed, dense trains first for
+# with `train_fashion_mnist --tta`, and examples/04's CNN with `train.py --tta` through
+# arcreduce.torch or PyTorch DDP (evaluation every EVAL_EVERY steps, the clock stopped while it
+# evaluates), for every workload, variant, seed and setting. Per setting and seed, dense trains first for
 # DENSE_EPOCHS epochs; its final accuracy (the mean of the evaluations of its last epoch, which
 # evens out the noise of a single evaluation) minus MARGIN points is the target every other
 # variant trains to, for at most BUDGET_FACTOR times dense's steps. Prints every command and its
@@ -13,10 +14,12 @@
 #
 # Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
 # arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults), topk
-# (ef14), randk (ef14), oktopk, powersgd (rank 1). Settings: local (RANKS ranks on this
+# (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN ddp and ddp-powersgd (PyTorch
+# DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn. Settings: local (RANKS ranks on this
 # machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per host, e.g.
 # 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
-# Environment: SETTINGS ("local 4x1gbit"), SEEDS ("0 1"), VARIANTS (all above), RANKS (4),
+# Environment: WORKLOADS ("mlp cnn"), SETTINGS ("local 4x1gbit"), SEEDS ("0 1"), VARIANTS (all
+# above; the MLP skips the DDP ones: examples/03 is C++), RANKS (4),
 # EVAL_EVERY (25), TRAIN_SAMPLES (60000: the first N training examples), DENSE_EPOCHS (3), MARGIN (0.5), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s),
 # BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON (/usr/bin/python3), DATA_DIR.
 # Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
@@ -27,7 +30,8 @@ build_dir=${BUILD_DIR:-$root/build}
 out_dir=${OUT_DIR:-$root/docs/results/tta}
 settings=${SETTINGS:-local 4x1gbit}
 seeds=${SEEDS:-0 1}
-variants=${VARIANTS:-dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 topk randk oktopk powersgd}
+workloads=${WORKLOADS:-mlp cnn}
+variants=${VARIANTS:-dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 topk randk oktopk powersgd ddp ddp-powersgd}
 ranks=${RANKS:-4}
 eval_every=${EVAL_EVERY:-25}
 train_samples=${TRAIN_SAMPLES:-60000}
@@ -40,6 +44,10 @@ data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers forbid cross-memory attach
 
 cmake --build "$build_dir" -j "$(nproc)" --target arcrun train_fashion_mnist >/dev/null || exit 1
+if [[ " $workloads " == *" cnn "* ]] && ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "bench-tta: $python has no torch: the CNN is skipped (apt-get install python3-torch)" >&2
+  workloads=${workloads//cnn/}
+fi
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] ||
   commit+="+dirty"
@@ -61,28 +69,44 @@ exec > >(tee "$out_dir/raw.txt") 2>&1
 echo "bench-tta $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs," \
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 
-variant_flags() {  # variant -> train_fashion_mnist flags
-  case $1 in
-    dense) echo --compressor dense ;;
-    arctopk-default) echo --compressor arctopk ;;
-    arctopk-*) echo --compressor arctopk --compress-ratio "${1#arctopk-}" ;;
-    topk | randk) echo --compressor "$1" --error-feedback ef14 ;;
-    oktopk | powersgd) echo --compressor "$1" ;;
+variant_flags() {  # workload variant -> the flags of its program
+  local option=--compressor
+  [[ "$1" == mlp ]] || option=--variant
+  case $2 in
+    dense) echo "$option" dense ;;
+    arctopk-default) echo "$option" arctopk ;;
+    arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
+    topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
+    oktopk | powersgd) echo "$option" "$2" ;;
+    ddp | ddp-powersgd) [[ "$1" == cnn ]] && echo --variant "$2" ;;
     *) return 1 ;;
+  esac
+}
+
+free_port() {
+  "$python" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+program_of() {  # workload -> the program and its data flags
+  case $1 in
+    mlp) echo "$build_dir/examples/03_fashion_mnist/train_fashion_mnist" ;;
+    cnn) echo "$python" "$root/examples/04_pytorch_fashion_mnist/train.py" ;;
   esac
 }
 
 # One run: prints the command and its output; appends its JSON line, tagged, to results.jsonl
 # (a "failed" line where it printed none).
-run_one() {  # setting seed variant target max_steps -- launch words...
-  local setting=$1 seed=$2 variant=$3 target=$4 max_steps=$5
-  shift 6
-  local -a flags
-  read -r -a flags <<<"$(variant_flags "$variant")" || {
-    echo "bench-tta: unknown variant '$variant'" >&2
+run_one() {  # workload setting seed variant target max_steps -- launch words...
+  local workload=$1 setting=$2 seed=$3 variant=$4 target=$5 max_steps=$6
+  shift 7
+  local -a flags command
+  read -r -a flags <<<"$(variant_flags "$workload" "$variant")"
+  if ((${#flags[@]} == 0)); then
+    echo "bench-tta: variant '$variant' does not apply to the $workload: skipped" >&2
     return 0
-  }
-  local -a program=("$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --tta
+  fi
+  read -r -a command <<<"$(program_of "$workload")"
+  local -a program=("${command[@]}" --tta
     --seed "$seed" --max-steps "$max_steps" --eval-every "$eval_every"
     --target-accuracy "$target" --data-dir "$data_dir" --train-samples "$train_samples"
     "${flags[@]}")
@@ -93,30 +117,33 @@ run_one() {  # setting seed variant target max_steps -- launch words...
   echo "\$ ${*//"$build_dir"/BUILD} -- ${program[*]//"$build_dir"/BUILD}" |
     sed "s#$root/##g; s#$cluster_dir#DIR#g"
   local status=0
-  timeout "$run_timeout" "${clean[@]}" "$@" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
+  # DDP's rendezvous: a port of its own per run (an earlier run's may still be in TIME_WAIT).
+  timeout "$run_timeout" "${clean[@]}" "$@" -x "MASTER_PORT=$(free_port)" -- "${program[@]}" \
+    >"$dir/out" 2>&1 || status=$?
   grep -v '^{"bench"' "$dir/out" || true
   local line
   line=$(grep -m1 '^{"bench": "tta"' "$dir/out" || true)
   [[ -n "$line" ]] || line='{"bench": "tta", "failed": true}'
-  "$python" - "$setting" "$variant" "$status" "$line" >>"$out_dir/results.jsonl" <<'EOF'
+  "$python" - "$workload" "$setting" "$variant" "$status" "$line" >>"$out_dir/results.jsonl" <<'EOF'
 import json, sys
-setting, variant, status, line = sys.argv[1:]
+workload, setting, variant, status, line = sys.argv[1:]
 row = json.loads(line)
-row.update(setting=setting, variant=variant, exit=int(status))
+row.update(workload=workload, setting=setting, variant=variant, exit=int(status))
 print(json.dumps(row))
 EOF
-  ((status == 0)) || echo "bench-tta: $setting seed $seed $variant exited $status"
+  ((status == 0)) || echo "bench-tta: $workload $setting seed $seed $variant exited $status"
 }
 
 # dense's target: the mean accuracy of its last epoch's evaluations, less the margin (percent).
-dense_target() {  # setting seed
-  "$python" - "$out_dir/results.jsonl" "$1" "$2" "$margin" <<'EOF'
+dense_target() {  # workload setting seed
+  "$python" - "$out_dir/results.jsonl" "$1" "$2" "$3" "$margin" <<'EOF'
 import json, sys
-path, setting, seed, margin = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+path, workload, setting = sys.argv[1:4]
+seed, margin = int(sys.argv[4]), float(sys.argv[5])
 for line in open(path):
     r = json.loads(line)
-    if r.get("setting") == setting and r.get("seed") == seed and r.get("variant") == "dense" \
-            and not r.get("failed"):
+    if r.get("workload") == workload and r.get("setting") == setting and r.get("seed") == seed \
+            and r.get("variant") == "dense" and not r.get("failed"):
         last = r["points"][-1]["step"]
         tail = [p["test_accuracy"] for p in r["points"] if p["step"] > last - r["steps_per_epoch"]]
         print(f"{100 * sum(tail) / len(tail) - margin:.2f} {last}")
@@ -127,6 +154,15 @@ EOF
 run_setting() {  # setting -- launch words...
   local setting=$1
   shift 2
+  local workload
+  for workload in $workloads; do
+    run_workload "$workload" "$setting" -- "$@"
+  done
+}
+
+run_workload() {  # workload setting -- launch words...
+  local workload=$1 setting=$2
+  shift 3
   local seed variant steps_per_epoch dense_steps target
   # The training examples in global batches of 64 per rank.
   local launch_ranks=$ranks
@@ -135,24 +171,26 @@ run_setting() {  # setting -- launch words...
   dense_steps=$((dense_epochs * steps_per_epoch))
   for seed in $seeds; do
     echo
-    echo "=== $setting, seed $seed ==="
-    run_one "$setting" "$seed" dense 0 "$dense_steps" -- "$@"
-    read -r target dense_steps <<<"$(dense_target "$setting" "$seed")" || {
-      echo "bench-tta: dense failed on $setting seed $seed: no target" >&2
+    echo "=== $workload, $setting, seed $seed ==="
+    run_one "$workload" "$setting" "$seed" dense 0 "$dense_steps" -- "$@"
+    read -r target dense_steps <<<"$(dense_target "$workload" "$setting" "$seed")" || {
+      echo "bench-tta: dense failed on $workload $setting seed $seed: no target" >&2
       continue
     }
     echo "target: ${target}% (dense's last epoch less $margin points), budget" \
       "$((budget_factor * dense_steps)) steps"
     for variant in $variants; do
       [[ "$variant" != dense ]] || continue
-      run_one "$setting" "$seed" "$variant" "$target" "$((budget_factor * dense_steps))" -- "$@"
+      run_one "$workload" "$setting" "$seed" "$variant" "$target" \
+        "$((budget_factor * dense_steps))" -- "$@"
     done
   done
 }
 
 for setting in $settings; do
   if [[ "$setting" == local ]]; then
-    run_setting local -- "$build_dir/launcher/arcrun" -np "$ranks"
+    run_setting local -- "$build_dir/launcher/arcrun" -np "$ranks" \
+      -x "PYTHONPATH=$build_dir/python" -x MASTER_ADDR=127.0.0.1
     continue
   fi
   hosts=${setting%%x*} rate=${setting#*x}
@@ -169,7 +207,8 @@ for setting in $settings; do
   source "$cluster_dir/cluster.env"
   # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
   run_setting "$setting" -- "$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile" \
-    --rsh-agent "$rsh_agent" --network-interface "$network" --mpi-args "$mpi_args"
+    --rsh-agent "$rsh_agent" --network-interface "$network" --mpi-args "$mpi_args" \
+    -x "PYTHONPATH=$build_dir/python" -x "MASTER_ADDR=${network%.0/24}.1" -x GLOO_SOCKET_IFNAME=eth0
   bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null
 done
 

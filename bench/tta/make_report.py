@@ -4,7 +4,7 @@
   make_report.py OUT_DIR     reads OUT_DIR/results.jsonl, writes OUT_DIR/table.md and
                              OUT_DIR/accuracy.png (test accuracy against training seconds)
 
-Per setting, variant and seed: whether the variant reached dense's target, the training
+Per workload and setting (a table and a plot panel each), variant and seed: whether the variant reached dense's target, the training
 wall-clock to the first evaluation at or above it (evaluations not counted), that time as a
 multiple of dense's own time to the same target, the accuracy the variant had when dense had
 trained as long as it did in all (the last evaluation within that time: accuracy at equal
@@ -23,6 +23,11 @@ def load(path):
             if line.strip():
                 rows.append(json.loads(line))
     return rows
+
+
+def where(r):
+    """A row's table and plot: its workload (the MLP of examples/03 unless named) and setting."""
+    return f'{r.get("workload", "mlp")}, {r.get("setting")}'
 
 
 def time_to(points, target):
@@ -53,10 +58,10 @@ def table(rows):
     out = []
     settings = []
     for r in rows:
-        if r.get("setting") not in settings:
-            settings.append(r.get("setting"))
+        if where(r) not in settings:
+            settings.append(where(r))
     for setting in settings:
-        here = [r for r in rows if r.get("setting") == setting]
+        here = [r for r in rows if where(r) == setting]
         dense = {r["seed"]: r for r in here if r["variant"] == "dense" and not r.get("failed")}
         out.append(f"### {setting}\n")
         out.append("| variant | error feedback (used) | seeds at target | time to target s "
@@ -97,7 +102,8 @@ def table(rows):
                              else r["error_feedback"])
             ok = [x for x in ratios if x is not None]
             out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |".format(
-                v, ", ".join(sorted(feedback)) if v not in ("dense", "oktopk", "powersgd") else "—",
+                v, "—" if v in ("dense", "oktopk", "powersgd", "ddp") else
+                ", ".join(sorted(feedback)),
                 reached, len(runs), " / ".join(fmt_s(t) for t in times),
                 f"{statistics.median(ok):.2f}x" if ok else "—",
                 " / ".join(f"{100 * a:.2f}%" for a in equal),
@@ -122,11 +128,11 @@ def plot(rows, path):
         return
     settings = []
     for r in rows:
-        if r.get("setting") not in settings:
-            settings.append(r.get("setting"))
+        if where(r) not in settings:
+            settings.append(where(r))
     fig, axes = plt.subplots(1, len(settings), figsize=(7 * len(settings), 5), squeeze=False)
     for ax, setting in zip(axes[0], settings):
-        here = [r for r in rows if r.get("setting") == setting and not r.get("failed")]
+        here = [r for r in rows if where(r) == setting and not r.get("failed")]
         seed = min(r["seed"] for r in here) if here else 0
         for r in here:
             if r["seed"] != seed:

@@ -1,13 +1,16 @@
-"""Data-parallel training of a small CNN on Fashion-MNIST with one of four gradient exchanges:
+"""Data-parallel training of a small CNN on Fashion-MNIST with one of these gradient exchanges:
 
   dense         arcreduce.torch DistributedOptimizer, no compression
   arctopk       arcreduce.torch DistributedOptimizer, ARC-Top-K (--compress-ratio, error feedback)
+  topk, randk, oktopk, powersgd
+                the same with another of the runtime's compressors
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD communication hook
 
 One process per rank: arcrun -np 4 -- python3 train.py --variant arctopk. Rank 0 prints one
 line per epoch and a summary line; --csv writes one row per epoch. Same seed, same model, same
-data order for every variant.
+data order for every variant. --tta trains until the test accuracy reaches --target-accuracy
+instead (tta.py), for the time-to-accuracy benchmark (scripts/bench-tta.sh).
 """
 import argparse
 import csv
@@ -24,8 +27,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fashion_mnist
+import tta
 
-VARIANTS = ("dense", "arctopk", "ddp", "ddp-powersgd")
+VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd")
 
 
 class SmallCNN(nn.Module):
@@ -52,7 +56,8 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=64, help="examples per rank per step")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--compress-ratio", type=float, default=0.01, help="arctopk: fraction kept")
+    p.add_argument("--compress-ratio", type=float, default=None,
+                   help="fraction kept (default: the runtime's ARCREDUCE_COMPRESS_RATIO, 0.01)")
     p.add_argument("--error-feedback", default=None,
                    help="arctopk: none, ef14, ef21, ef21m, efm (default: ARCREDUCE_ERROR_FEEDBACK, "
                         "else the runtime's efm, which takes the SGD momentum over)")
@@ -61,11 +66,18 @@ def parse_args():
     p.add_argument("--test-samples", type=int, default=None)
     p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
     p.add_argument("--csv", default=None, help="rank 0 writes one row per epoch here")
+    p.add_argument("--tta", action="store_true",
+                   help="train to --target-accuracy, evaluating every --eval-every steps, and "
+                   "print one JSON line (time-to-accuracy benchmark)")
+    p.add_argument("--target-accuracy", type=float, default=0.0,
+                   help="with --tta: stop at this test accuracy, percent (0: --max-steps)")
+    p.add_argument("--max-steps", type=int, default=1000, help="with --tta: steps at most")
+    p.add_argument("--eval-every", type=int, default=25, help="with --tta: steps between evaluations")
     args = p.parse_args()
-    for name in ("epochs", "batch_size"):
+    for name in ("epochs", "batch_size", "max_steps", "eval_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if not 0 < args.compress_ratio <= 1:
+    if args.compress_ratio is not None and not 0 < args.compress_ratio <= 1:
         p.error("--compress-ratio must be in (0, 1]")
     return args
 
@@ -84,14 +96,20 @@ class ArcreduceExchange:
         arc.init()
         self.rank, self.size = arc.rank(), arc.size()
         arc.broadcast_parameters(model.state_dict(), root_rank=0)
+        # Unset --compress-ratio / --error-feedback leave them to the runtime's configuration.
         compression = (arc.Compression("none") if args.variant == "dense" else
-                       arc.Compression("arctopk", ratio=args.compress_ratio,
+                       arc.Compression(args.variant, ratio=args.compress_ratio,
                                        error_feedback=args.error_feedback))
         self.optimizer = arc.DistributedOptimizer(make_optimizer(args, model.parameters()),
                                                   named_parameters=model.named_parameters(),
                                                   compression=compression)
         arc.broadcast_optimizer_state(self.optimizer, root_rank=0)
         self.model = model
+
+    def error_feedback_used(self):
+        """The error feedback the gradients get once paired with the optimizer."""
+        used = self.optimizer._arc_compression.error_feedback
+        return used or self.arc.config()["error_feedback"]
 
     def sum_(self, tensor, name):
         return self.arc.allreduce_(tensor, name, op=self.arc.Sum, compression="none")
@@ -119,7 +137,8 @@ class DdpExchange:
                                 world_size=self.size)
         self.model = DistributedDataParallel(model)  # broadcasts rank 0's parameters
         self.pending_futures = []
-        if args.variant == "ddp-powersgd":
+        self.powersgd = args.variant == "ddp-powersgd"
+        if self.powersgd:
             self._register_powersgd(args)
         self.optimizer = make_optimizer(args, self.model.parameters())
 
@@ -141,6 +160,9 @@ class DdpExchange:
             return future
 
         self.model.register_comm_hook(state, ordered_hook)
+
+    def error_feedback_used(self):
+        return "powersgd-ef" if self.powersgd else "none"
 
     def sum_(self, tensor, name):
         self.dist.all_reduce(tensor)
@@ -191,8 +213,7 @@ def main():
         return 1
     torch.manual_seed(args.seed)
     model = SmallCNN()
-    exchange = (ArcreduceExchange if args.variant in ("dense", "arctopk") else DdpExchange)(
-        args, model)
+    exchange = (DdpExchange if args.variant.startswith("ddp") else ArcreduceExchange)(args, model)
     rank, size = exchange.rank, exchange.size
     net, optimizer = exchange.model, exchange.optimizer
     steps_per_epoch = len(train_x) // (size * args.batch_size)
@@ -204,6 +225,14 @@ def main():
         print(f"variant {args.variant}, {size} ranks, {sum(p.numel() for p in model.parameters())}"
               f" parameters, {steps_per_epoch} steps/epoch of {size} x {args.batch_size}, "
               f"seed {args.seed}", flush=True)
+    if args.tta:
+        record = tta.train_to_target(args, exchange, model, net, optimizer, (train_x, train_y),
+                                     (test_x, test_y), evaluate)
+        if rank == 0:
+            tta.print_record(record)
+        del net, optimizer
+        exchange.close()
+        return 0
     rows, step_times = [], []
     bytes_before = exchange.bytes_sent()
     start = time.perf_counter()
