@@ -51,3 +51,29 @@ foreach(_variant dense arctopk ddp ddp-powersgd floor)
     PASS_REGULAR_EXPRESSION "\"bench\": \"lm\".*\"step\": 6"
     FAIL_REGULAR_EXPRESSION "Traceback")
 endforeach()
+
+# Example 04's time-to-accuracy mode: a few steps with the runtime's and DDP's exchanges end with
+# the JSON line bench/tta/make_report.py reads; a target already met stops before the first step.
+foreach(_case "arctopk|0|4" "randk|0|4" "ddp-powersgd|0|4" "dense|1|0")
+  string(REPLACE "|" ";" _fields "${_case}")
+  list(GET _fields 0 _variant)
+  list(GET _fields 1 _target)
+  list(GET _fields 2 _last)
+  set(_name example_04_tta_${_variant}_target${_target}_np2)
+  add_test(NAME ${_name}
+    COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1
+            -x MASTER_PORT=29533 -- ${ARCREDUCE_TORCH_PYTHON}
+            ${PROJECT_SOURCE_DIR}/examples/04_pytorch_fashion_mnist/train.py
+            --variant ${_variant} --tta --max-steps 4 --eval-every 2 --target-accuracy ${_target}
+            --train-samples 512 --test-samples 256 --batch-size 32
+            --data-dir ${ARCREDUCE_FASHION_MNIST_DIR})
+  if(_target EQUAL 0)
+    set(_pass "\"bench\": \"tta\".*\"reached\": false.*\"step\": ${_last}, [^]]*\\]}")
+  else()
+    set(_pass "\"bench\": \"tta\".*\"reached\": true.*\"points\": \\[{\"step\": 0, [^}]*}\\]}")
+  endif()
+  set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
+    ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_04_port
+    PASS_REGULAR_EXPRESSION "${_pass}"
+    FAIL_REGULAR_EXPRESSION "Traceback")
+endforeach()

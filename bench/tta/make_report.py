@@ -4,11 +4,12 @@
   make_report.py OUT_DIR     reads OUT_DIR/results.jsonl, writes OUT_DIR/table.md and
                              OUT_DIR/accuracy.png (test accuracy against training seconds)
 
-Per workload and setting (a table and a plot panel each), variant and seed: whether the variant reached dense's target, the training
-wall-clock to the first evaluation at or above it (evaluations not counted), that time as a
-multiple of dense's own time to the same target, the accuracy the variant had when dense had
-trained as long as it did in all (the last evaluation within that time: accuracy at equal
-wall-clock), its best accuracy, and the mean bytes rank 0 sent per step.
+Per workload and setting (a table and a plot panel each), variant and seed: whether the variant
+reached dense's target, the training wall-clock to the first evaluation at or above it
+(evaluations not counted), that time as a multiple of dense's own time to the same target, the
+accuracy the variant had when dense had trained as long as it did in all (the last evaluation
+within that time: accuracy at equal wall-clock), its best accuracy, and the mean bytes rank 0
+sent per step.
 """
 import json
 import os

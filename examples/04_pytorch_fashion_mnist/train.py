@@ -72,7 +72,8 @@ def parse_args():
     p.add_argument("--target-accuracy", type=float, default=0.0,
                    help="with --tta: stop at this test accuracy, percent (0: --max-steps)")
     p.add_argument("--max-steps", type=int, default=1000, help="with --tta: steps at most")
-    p.add_argument("--eval-every", type=int, default=25, help="with --tta: steps between evaluations")
+    p.add_argument("--eval-every", type=int, default=25,
+                   help="with --tta: steps between evaluations")
     args = p.parse_args()
     for name in ("epochs", "batch_size", "max_steps", "eval_every"):
         if getattr(args, name) < 1:
@@ -238,20 +239,15 @@ def main():
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
         epoch_start = time.perf_counter()
-        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(
-            args.seed * 1000 + epoch))
+        order = tta.epoch_order(args.seed, epoch, len(train_x))
         loss_sum = torch.zeros(1, dtype=torch.float64)
         epoch_steps = []
         for step in range(steps_per_epoch):
             first = (step * size + rank) * args.batch_size
             index = order[first:first + args.batch_size]
-            t = time.perf_counter()
-            optimizer.zero_grad()
-            loss = F.cross_entropy(net(train_x[index]), train_y[index])
-            loss.backward()
-            optimizer.step()
-            epoch_steps.append(time.perf_counter() - t)
-            loss_sum += loss.item()
+            seconds, loss = tta.train_step(net, optimizer, train_x[index], train_y[index])
+            epoch_steps.append(seconds)
+            loss_sum += loss
         loss_sum /= steps_per_epoch * size
         exchange.sum_(loss_sum, "epoch.loss")
         accuracy = evaluate(net, exchange, test_x, test_y, rank, size)

@@ -13,6 +13,21 @@ import torch
 import torch.nn.functional as F
 
 
+def epoch_order(seed, epoch, examples):
+    """The order of the training examples in epoch ``epoch`` (from 1), the same on every rank."""
+    return torch.randperm(examples, generator=torch.Generator().manual_seed(seed * 1000 + epoch))
+
+
+def train_step(net, optimizer, x, y):
+    """One optimizer step on the batch (x, y), exchange included: (seconds, loss)."""
+    t = time.perf_counter()
+    optimizer.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    optimizer.step()
+    return time.perf_counter() - t, loss.item()
+
+
 def ddp_bytes_per_step(model, variant, size, powersgd_rank):
     """What each rank sends per step in a ring all-reduce, 2 (P - 1) / P times the bytes DDP hands
     to all-reduce: every gradient for ddp; for ddp-powersgd the P and Q factors of the matrices
@@ -74,18 +89,13 @@ def train_to_target(args, exchange, model, net, optimizer, train, test, evaluate
         if reached:
             break
         epoch, position = divmod(step - 1, steps_per_epoch)
-        if position == 0:  # the same order as train.py's epoch epoch + 1
-            order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(
-                args.seed * 1000 + epoch + 1))
+        if position == 0:
+            order = epoch_order(args.seed, epoch + 1, len(train_x))
         first = (position * size + rank) * args.batch_size
         index = order[first:first + args.batch_size]
-        t = time.perf_counter()
-        optimizer.zero_grad()
-        loss = F.cross_entropy(net(train_x[index]), train_y[index])
-        loss.backward()
-        optimizer.step()
-        train_seconds += time.perf_counter() - t
-        loss_sum += loss.item()
+        seconds, loss = train_step(net, optimizer, train_x[index], train_y[index])
+        train_seconds += seconds
+        loss_sum += loss
         if step % args.eval_every == 0 or step == args.max_steps:
             reached = record(step)
     return {"bench": "tta", "program": "examples/04_pytorch_fashion_mnist",

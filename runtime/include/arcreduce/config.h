@@ -13,7 +13,7 @@ struct Config {
   int sketch_rank = 4;                 // ARCREDUCE_SKETCH_RANK, >= 1
   // ARCREDUCE_ROW_LENGTH: longest row of ARC-Top-K's matrix view; longer rows of the natural view
   // are split into equal pieces (docs/compressors.md, "Matrix view"). 0 keeps the natural view.
-  int64_t row_length = 0;
+  int64_t row_length = 256;
   // ARCREDUCE_RANDOM_ROWS: fraction of ARC-Top-K's k rows drawn uniformly at random (the same
   // on every rank) instead of by score, in [0, 1] (docs/compressors.md, "Random rows").
   double random_rows = 0.5;
