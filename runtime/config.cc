@@ -249,8 +249,10 @@ Config Config::from_env() {
   get(kEnvWaitSpinUs, [&](auto& k, auto& v) { c.wait_spin_us = parse_int(k, v); });
   get(kEnvBatchGapUs, [&](auto& k, auto& v) { c.batch_gap_us = parse_int(k, v); });
   get(kEnvBatchCompressed, [&](auto& k, auto& v) {
-    if (v != "0" && v != "1") reject(k, v, "0 or 1");
-    c.batch_compressed = v == "1";
+    if (v != "0" && v != "1" && v != "auto") reject(k, v, "0, 1 or auto");
+    c.batch_compressed = v == "auto" ? CompressedBatching::kAuto
+                         : v == "1"  ? CompressedBatching::kOn
+                                     : CompressedBatching::kOff;
   });
   validate_config(c, env);
   return c;

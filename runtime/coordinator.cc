@@ -85,7 +85,19 @@ Stats Coordinator::stats() const {
   return s;
 }
 
+void Coordinator::report_batching_trial() {
+  const StepBatcher::Trial& trial = batcher_.trial();
+  if (trial_reported_ || !trial.done) return;
+  trial_reported_ = true;
+  ctx_.log->info(
+      "ARCREDUCE_BATCH_COMPRESSED=auto: median step {:.2f} ms with compressed tensors held to one "
+      "cycle, {:.2f} ms sent as produced ({} steps each): rank {} votes to {}",
+      trial.held_median_ms, trial.sent_median_ms, StepBatcher::kTrialStepsPerMode, ctx_.rank,
+      batcher_.votes_hold() ? "hold them (every rank must agree)" : "send them as produced");
+}
+
 void Coordinator::publish() {
+  stats_.held_steps = batcher_.held_steps();
   TrafficCounters t = ctx_.comm->traffic();
   stats_.bytes_sent = t.bytes_sent;
   stats_.bytes_received = t.bytes_received;
@@ -141,7 +153,10 @@ void Coordinator::loop() {
       }
       const uint64_t calls_before = ctx_.comm->traffic().calls;
       activity_ = "negotiation";
-      CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(), stats_);
+      CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(),
+                                             batcher_.votes_hold(), stats_);
+      batcher_.set_agreed(plan.every_rank_holds);
+      report_batching_trial();
       stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
       const Clock::time_point negotiated = Clock::now();
       stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
@@ -244,8 +259,11 @@ std::string Coordinator::describe_timeout(const std::exception& timeout) {
         silent.size() == 1 ? "rank" : "ranks", ranks, grace.count() / 1000.0);
   }
   std::vector<std::string> tensors = controller_.pending_names();
-  for (const std::string& name : executing_) {
-    if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
+  // Tensors the batcher holds are in flight too: a stall while they wait must still name them.
+  for (const std::vector<std::string>& more : {executing_, batcher_.held_names()}) {
+    for (const std::string& name : more) {
+      if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
+    }
   }
   timeout_message_ =
       fmt::format("stall shutdown on rank {} in {}: {}; {}; tensors in flight on rank {}: {}",

@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace arcreduce {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
 
 bool StepBatcher::holds(const TensorSignature& signature) {
   const std::string& c = signature.compression.compressor;
@@ -17,9 +26,45 @@ bool StepBatcher::step_complete() const {
   return true;
 }
 
+void StepBatcher::begin_step(Clock::time_point now) {
+  if (trial_role_ >= 0) {
+    trial_ms_[trial_role_].push_back(
+        std::chrono::duration<double, std::milli>(now - step_first_).count());
+    const size_t need = kTrialStepsPerMode;
+    if (trial_ms_[0].size() >= need && trial_ms_[1].size() >= need) {
+      trial_.done = true;
+      trial_.held_median_ms = median(trial_ms_[1]);
+      trial_.sent_median_ms = median(trial_ms_[0]);
+      vote_ = trial_.held_median_ms < trial_.sent_median_ms;
+    }
+  }
+  step_first_ = now;
+  ++steps_begun_;
+  trial_role_ = -1;
+  switch (mode_) {
+    case CompressedBatching::kOff:
+      hold_step_ = false;
+      break;
+    case CompressedBatching::kOn:
+      hold_step_ = true;
+      break;
+    case CompressedBatching::kAuto:
+      // Only steps that have compressed tensors to hold tell the two modes apart.
+      if (!trial_.done && steps_begun_ > static_cast<uint64_t>(kUnmeasuredSteps) &&
+          !expected_.empty()) {
+        trial_role_ = trial_ms_[1].size() <= trial_ms_[0].size() ? 1 : 0;
+        hold_step_ = trial_role_ == 1;
+      } else {
+        hold_step_ = trial_.done && agreed_;
+      }
+      break;
+  }
+  if (hold_step_ && !expected_.empty()) ++held_steps_;
+}
+
 std::vector<Request> StepBatcher::admit(std::vector<Request> incoming, Clock::time_point now) {
-  // Off (the default): no per-tensor bookkeeping on the coordinator's path.
-  if (!enabled_) return incoming;
+  // Off: no per-tensor bookkeeping on the coordinator's path.
+  if (mode_ == CompressedBatching::kOff) return incoming;
   std::vector<Request> out;
   for (Request& r : incoming) {
     if (step_names_.count(r.name)) {
@@ -31,16 +76,15 @@ std::vector<Request> StepBatcher::admit(std::vector<Request> incoming, Clock::ti
       hold_limit_ = 2 * span + std::chrono::microseconds(kSlack);
       step_names_.clear();
       step_eligible_.clear();
-      step_first_ = now;
     }
-    if (step_names_.empty()) step_first_ = now;
+    if (step_names_.empty()) begin_step(now);
     step_names_.insert(r.name);
     const bool eligible = holds(r.signature);
     if (eligible) {
       step_eligible_.insert(r.name);
       step_last_ = now;
     }
-    if (!eligible || expected_.empty()) {
+    if (!eligible || expected_.empty() || !hold_step_) {
       out.push_back(std::move(r));
       continue;
     }
@@ -52,6 +96,12 @@ std::vector<Request> StepBatcher::admit(std::vector<Request> incoming, Clock::ti
     held_.clear();
   }
   return out;
+}
+
+std::vector<std::string> StepBatcher::held_names() const {
+  std::vector<std::string> names;
+  for (const Request& r : held_) names.push_back(r.name);
+  return names;
 }
 
 std::vector<Request> StepBatcher::release_all() {

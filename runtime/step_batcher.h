@@ -3,9 +3,10 @@
 // All-Reduce for ARC-Top-K) instead of one cycle per layer.
 //
 // A compressed exchange is small (ARC-Top-K at 0.01 moves a few hundred KB per step), so
-// starting it early hides little, while every extra cycle is a synchronous round in which all
+// starting it early can hide little, while every extra cycle is a synchronous round in which all
 // ranks must meet: with ranks that finish their layers a few ms apart, each round waits for the
-// last one again. Dense tensors ("none", "fp16") and broadcasts are never held: their transfers
+// last one again. On a slow link the exchange is long enough that overlapping it with backward
+// wins instead. Dense tensors ("none", "fp16") and broadcasts are never held: their transfers
 // are what overlap with backward is for.
 //
 // The step is learnt per rank: submitting a name that was already submitted since the last step
@@ -13,8 +14,16 @@
 // ones expected. Held tensors are released when every expected name has been submitted in this
 // step, when the oldest has waited twice the previous step's submission span plus kSlack (a
 // tensor that is skipped in some step costs that much, never a hang), or at shutdown. The first
-// step holds nothing. Purely local: ranks that release at different times still meet, as the
-// negotiation waits for every rank's ready bit.
+// step holds nothing.
+//
+// CompressedBatching::kAuto decides by measurement. After kUnmeasuredSteps, steps that have
+// compressed tensors alternate between holding and not (a trial of kTrialStepsPerMode steps
+// each); a step's time is the time from its first submission to the next step's. A rank whose
+// held steps had the lower median votes to hold; the votes travel in every negotiation (an AND),
+// and from then on steps hold only while every rank votes so. Before and during the trial the
+// agreed value is "do not hold", so the trial's alternation is the only local choice: ranks
+// count the same steps, so they alternate together. Ranks that ever choose differently still
+// meet, as the negotiation waits for every rank's ready bit; it costs a round, not a hang.
 #pragma once
 
 #include <chrono>
@@ -22,6 +31,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "arcreduce/config.h"
 #include "tensor_queue/message.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -30,8 +40,19 @@ namespace arcreduce {
 class StepBatcher {
  public:
   static constexpr std::chrono::milliseconds kSlack{5};
+  // kAuto: steps before the trial (the first one learns the step's tensors; the next ones may
+  // still be slow with first-time allocations), and trial steps per mode.
+  static constexpr int kUnmeasuredSteps = 3;
+  static constexpr int kTrialStepsPerMode = 6;
 
-  explicit StepBatcher(bool enabled) : enabled_(enabled) {}
+  // The outcome of kAuto's trial: medians of the step time with and without holding.
+  struct Trial {
+    bool done = false;
+    double held_median_ms = 0;
+    double sent_median_ms = 0;
+  };
+
+  explicit StepBatcher(CompressedBatching mode) : mode_(mode) {}
 
   // Takes this cycle's new requests (submission order) at `now`; returns those to negotiate now,
   // held ones that became due first.
@@ -39,15 +60,29 @@ class StepBatcher {
   // Releases everything held (shutdown).
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
+  // Names of the held requests (for error messages: they are in flight too).
+  std::vector<std::string> held_names() const;
   // When the oldest held request must be released; only meaningful while holding().
   Clock::time_point deadline() const { return held_since_ + hold_limit_; }
   // Whether the tensor of `signature` may be held: a compressed all-reduce.
   static bool holds(const TensorSignature& signature);
 
+  // kAuto: this rank's vote, for the negotiation (true once its trial measured holding faster).
+  bool votes_hold() const { return vote_; }
+  // kAuto: whether every rank voted to hold, as the latest negotiation found; takes effect at the
+  // next step.
+  void set_agreed(bool every_rank_holds) { agreed_ = every_rank_holds; }
+  const Trial& trial() const { return trial_; }
+  // Steps begun in holding mode with compressed tensors to hold (Stats::held_steps).
+  uint64_t held_steps() const { return held_steps_; }
+
  private:
   bool step_complete() const;
+  // At the first submission of a step (`now`): ends the previous step (its time goes to the
+  // trial) and chooses whether this one holds.
+  void begin_step(Clock::time_point now);
 
-  bool enabled_;
+  CompressedBatching mode_;
   std::vector<Request> held_;
   Clock::time_point held_since_{};
   std::chrono::microseconds hold_limit_{0};
@@ -57,6 +92,16 @@ class StepBatcher {
   Clock::time_point step_first_{}, step_last_{};
   // The previous step's held-eligible names; empty before the second step.
   std::unordered_set<std::string> expected_;
+  bool hold_step_ = false;  // the current step holds
+  uint64_t steps_begun_ = 0;
+  uint64_t held_steps_ = 0;
+  // kAuto: the current step's role in the trial (-1: none, 0: sent, 1: held), the step times
+  // measured so far per mode (ms), the vote and the agreement.
+  int trial_role_ = -1;
+  std::vector<double> trial_ms_[2];
+  Trial trial_;
+  bool vote_ = false;
+  bool agreed_ = false;
 };
 
 }  // namespace arcreduce

@@ -158,15 +158,15 @@ def table(rows, meta):
                   f"{head.get('parameters', '?')} parameters, batch "
                   f"{head.get('batch_per_rank', '?')} per rank", "",
                   "| variant | program | steps | median ms | p90 ms | vs DDP dense | vs floor | "
-                  "bytes/step | coord. CPU ms/step | collectives/step |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "bytes/step | coord. CPU ms/step | collectives/step | held steps |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         ddp = next((r for r in group if r.get("variant") == "ddp" and "median_s" in r), None)
         floors = {r.get("program"): r for r in group
                   if r.get("variant") in ("floor", "torch-floor") and "median_s" in r}
         for r in group:
             if r.get("failed") or "median_s" not in r:
                 lines.append(f"| {r.get('variant')} | {r.get('program', '')} | failed "
-                             f"(exit {r.get('exit', '?')}) | | | | | | | |")
+                             f"(exit {r.get('exit', '?')}) | | | | | | | | |")
                 continue
             floor = floors.get(r.get("program"))
             vs_ddp = f"{r['median_s'] / ddp['median_s']:.2f}x" if ddp else "n/a"
@@ -175,9 +175,16 @@ def table(rows, meta):
                 f"| {r['variant']} | {r.get('program')} | {r.get('steps')} | "
                 f"{fmt(r['median_s'], 1e3)} | {fmt(r['p90_s'], 1e3)} | {vs_ddp} | {vs_floor} | "
                 f"{fmt_bytes(r)} | {fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
-                f"{fmt(r.get('collectives_per_step'))} |")
+                f"{fmt(r.get('collectives_per_step'))} | {held(r)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def held(r):
+    """Timed steps whose compressed tensors rank 0 held to one cycle, of the row's steps."""
+    if r.get("held_steps") is None:
+        return "n/a"
+    return f"{r['held_steps']}/{r.get('steps', '?')}"
 
 
 def plot(rows, path):

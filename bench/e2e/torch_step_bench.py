@@ -85,7 +85,7 @@ class Arcreduce:
     def counters(self):
         s = self.arc.stats()
         return {k: s.get(k) for k in ("bytes_sent", "collectives", "negotiation_collectives",
-                                      "coordinator_cpu_seconds")}
+                                      "coordinator_cpu_seconds", "held_steps")}
 
     def close(self):
         self.arc.shutdown()
@@ -238,6 +238,8 @@ def main():
                           ("coordinator_cpu_seconds", "coordinator_cpu_s_per_step")):
             if before[key] is not None and after[key] is not None:
                 per_step[name] = round((after[key] - before[key]) / steps, 6)
+        if before.get("held_steps") is not None and after.get("held_steps") is not None:
+            per_step["held_steps"] = after["held_steps"] - before["held_steps"]
     elif args.variant == "floor":
         source = "none (no communication)"
         per_step["bytes_sent_per_step"] = 0.0

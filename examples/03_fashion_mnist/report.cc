@@ -233,15 +233,16 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                static_cast<long long>(4 * r.parameters), static_cast<long long>(o.batch_size),
                job.ranks);
   if (communicate) {
-    std::fprintf(
-        out,
-        "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": \"%s\", "
-        "\"bytes_sent_per_step\": %.1f, \"bytes_source\": \"arcreduce stats, rank 0\", "
-        "\"collectives_per_step\": %.3f, \"negotiation_collectives_per_step\": %.3f, "
-        "\"coordinator_cpu_s_per_step\": %.6f, ",
-        o.compressor.c_str(), uses_ratio(o.compressor) ? o.ratio : 0.0, o.error_feedback.c_str(),
-        static_cast<double>(r.bytes_sent) / steps, static_cast<double>(r.collectives) / steps,
-        static_cast<double>(r.negotiation_collectives) / steps, r.coordinator_cpu_seconds / steps);
+    std::fprintf(out,
+                 "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": \"%s\", "
+                 "\"bytes_sent_per_step\": %.1f, \"bytes_source\": \"arcreduce stats, rank 0\", "
+                 "\"collectives_per_step\": %.3f, \"negotiation_collectives_per_step\": %.3f, "
+                 "\"coordinator_cpu_s_per_step\": %.6f, \"held_steps\": %llu, ",
+                 o.compressor.c_str(), uses_ratio(o.compressor) ? o.ratio : 0.0,
+                 o.error_feedback.c_str(), static_cast<double>(r.bytes_sent) / steps,
+                 static_cast<double>(r.collectives) / steps,
+                 static_cast<double>(r.negotiation_collectives) / steps,
+                 r.coordinator_cpu_seconds / steps, static_cast<unsigned long long>(r.held_steps));
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
     // finished first start for the final collection of the times, so none are reported.
@@ -249,7 +250,7 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                  "\"compressor\": null, \"ratio\": 0, \"bytes_sent_per_step\": 0, "
                  "\"bytes_source\": \"none (no communication)\", \"collectives_per_step\": null, "
                  "\"negotiation_collectives_per_step\": null, "
-                 "\"coordinator_cpu_s_per_step\": null, ");
+                 "\"coordinator_cpu_s_per_step\": null, \"held_steps\": null, ");
   }
   std::fprintf(out,
                "\"warmup\": %d, \"steps\": %zu, \"timing\": \"per step, the longest rank\", "

@@ -204,11 +204,13 @@ struct Run {
 struct Counters {
   uint64_t bytes_sent, collectives, negotiation_collectives;
   double coordinator_cpu_seconds;
+  uint64_t held_steps;
 };
 
 Counters read_counters() {
   const arcreduce::Stats s = arcreduce::stats();
-  return {s.bytes_sent, s.collectives, s.negotiation_collectives, s.coordinator_cpu_seconds};
+  return {s.bytes_sent, s.collectives, s.negotiation_collectives, s.coordinator_cpu_seconds,
+          s.held_steps};
 }
 
 }  // namespace
@@ -354,6 +356,7 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
     result.collectives = after.collectives - before.collectives;
     result.negotiation_collectives = after.negotiation_collectives - before.negotiation_collectives;
     result.coordinator_cpu_seconds = after.coordinator_cpu_seconds - before.coordinator_cpu_seconds;
+    result.held_steps = after.held_steps - before.held_steps;
   }
   return result;
 }

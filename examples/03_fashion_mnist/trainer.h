@@ -81,6 +81,7 @@ struct StepBenchResult {
   uint64_t collectives = 0;
   uint64_t negotiation_collectives = 0;
   double coordinator_cpu_seconds = 0;
+  uint64_t held_steps = 0;  // steps whose compressed tensors rank 0 held to one cycle
   int64_t parameters = 0;
 };
 

@@ -3,9 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cstdio>
 #include <fstream>
 
+#include "runtime/step_batcher.h"
 #include "tests/runtime/loopback_harness.h"
 #include "tests/runtime/reference.h"
 
@@ -248,7 +252,7 @@ namespace {
 TEST(Compressed, BatchedStepsGoOutTogetherAndSkippedTensorsDoNotHang) {
   for (bool batched : {true, false}) {
     Config c = compressed_config();
-    c.batch_compressed = batched;
+    c.batch_compressed = batched ? CompressedBatching::kOn : CompressedBatching::kOff;
     std::vector<std::vector<std::vector<double>>> outputs(2);
     run_runtimes(2, c, [&](Runtime& rt, int rank) {
       for (int s = 0; s < 3; ++s) outputs[rank] = step(rt, rank, s);
@@ -270,6 +274,41 @@ TEST(Compressed, BatchedStepsGoOutTogetherAndSkippedTensorsDoNotHang) {
       }
     });
     EXPECT_EQ(outputs[0], outputs[1]);
+  }
+}
+
+// ARCREDUCE_BATCH_COMPRESSED=auto over the negotiation: every rank's trial alternates held and
+// sent steps on the same steps; each rank votes for the mode its own step times favoured, and
+// steps hold afterwards only if every rank voted to hold. Each rank here makes one mode's steps
+// slow by sleeping before the next step (the trial's step time runs from one step's first
+// submission to the next step's).
+TEST(Compressed, AutoBatchingHoldsOnlyWhereEveryRankMeasuredHoldingFaster) {
+  const int unmeasured = StepBatcher::kUnmeasuredSteps;
+  const int per_mode = StepBatcher::kTrialStepsPerMode;
+  const int after = 5;  // steps after the one in which the trial ends
+  const int steps = unmeasured + 2 * per_mode + 1 + after;
+  for (bool one_rank_against : {false, true}) {
+    Config c = compressed_config();
+    c.batch_compressed = CompressedBatching::kAuto;
+    std::vector<uint64_t> held(3);
+    std::vector<std::vector<std::vector<double>>> outputs(3);
+    run_runtimes(3, c, [&](Runtime& rt, int rank) {
+      for (int s = 0; s < steps; ++s) {
+        outputs[rank] = step(rt, rank, s);
+        const int trial_step = s - unmeasured;
+        if (trial_step < 0 || trial_step >= 2 * per_mode) continue;
+        const bool held_step = trial_step % 2 == 0;
+        const bool against = one_rank_against && rank == 2;
+        if (held_step == against) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      }
+      held[rank] = rt.stats().held_steps;
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(outputs[r], outputs[0]) << "rank " << r;
+      // The trial's held steps, then every step after the trial's end if all ranks agreed.
+      const uint64_t expected = per_mode + (one_rank_against ? 0 : after);
+      EXPECT_EQ(held[r], expected) << "rank " << r << (one_rank_against ? ", one against" : "");
+    }
   }
 }
 

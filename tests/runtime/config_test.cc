@@ -41,7 +41,7 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_EQ(c.wait_max_sleep_us, 2000);
   EXPECT_EQ(c.wait_spin_us, 1000);
   EXPECT_EQ(c.batch_gap_us, 100);
-  EXPECT_FALSE(c.batch_compressed);
+  EXPECT_EQ(c.batch_compressed, CompressedBatching::kAuto);
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -104,7 +104,18 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.wait_max_sleep_us, 750);
   EXPECT_EQ(c.wait_spin_us, 0);
   EXPECT_EQ(c.batch_gap_us, 0);
-  EXPECT_TRUE(c.batch_compressed);
+  EXPECT_EQ(c.batch_compressed, CompressedBatching::kOn);
+}
+
+TEST(Config, BatchCompressedTakesZeroOneAndAuto) {
+  const std::pair<const char*, CompressedBatching> cases[] = {{"0", CompressedBatching::kOff},
+                                                              {"1", CompressedBatching::kOn},
+                                                              {"auto", CompressedBatching::kAuto}};
+  for (const auto& [value, expected] : cases) {
+    EnvGuard env;
+    env.set("ARCREDUCE_BATCH_COMPRESSED", value);
+    EXPECT_EQ(Config::from_env().batch_compressed, expected) << value;
+  }
 }
 
 struct BadValue {
@@ -166,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_WAIT_SPIN_US", "-1", "[0, 1000000]"},
                       BadValue{"ARCREDUCE_BATCH_GAP_US", "1000001", "[0, 1000000]"},
                       BadValue{"ARCREDUCE_BATCH_GAP_US", "soon", "integer"},
-                      BadValue{"ARCREDUCE_BATCH_COMPRESSED", "yes", "0 or 1"},
+                      BadValue{"ARCREDUCE_BATCH_COMPRESSED", "yes", "0, 1 or auto"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 
 // "nccl" needs a build with NCCL: rejected at start-up otherwise, naming the variable.

@@ -43,7 +43,7 @@ TEST(StepBatcher, HoldsCompressedTensorsOnlyOnCompressedAllreduces) {
 // Step 1 passes everything through; from step 2 on, compressed tensors wait for the step's last
 // compressed tensor, dense ones never wait.
 TEST(StepBatcher, ReleasesTheStepsCompressedTensorsTogether) {
-  StepBatcher b(true);
+  StepBatcher b(CompressedBatching::kOn);
   Clock::time_point t = Clock::now();
   EXPECT_EQ(names(b.admit({request("w2"), request("b2", "none")}, t)), (Names{"w2", "b2"}));
   EXPECT_EQ(names(b.admit({request("w1")}, t + milliseconds(1))), (Names{"w1"}));
@@ -65,7 +65,7 @@ TEST(StepBatcher, ReleasesTheStepsCompressedTensorsTogether) {
 // A tensor the step skips costs at most the hold limit (twice the previous step's submission
 // span plus kSlack), never a hang; the next step expects the smaller set.
 TEST(StepBatcher, ReleasesAtTheDeadlineWhenATensorIsSkipped) {
-  StepBatcher b(true);
+  StepBatcher b(CompressedBatching::kOn);
   Clock::time_point t = Clock::now();
   b.admit({request("a")}, t);
   b.admit({request("b")}, t + milliseconds(4));  // step span 4 ms: limit 8 + 5 ms
@@ -79,17 +79,102 @@ TEST(StepBatcher, ReleasesAtTheDeadlineWhenATensorIsSkipped) {
 }
 
 TEST(StepBatcher, ReleaseAllAndDisabled) {
-  StepBatcher b(true);
+  StepBatcher b(CompressedBatching::kOn);
   Clock::time_point t = Clock::now();
   b.admit({request("a"), request("b")}, t);
   EXPECT_EQ(names(b.admit({request("a")}, t + milliseconds(1))), Names{});
+  EXPECT_EQ(b.held_names(), (Names{"a"}));
   EXPECT_EQ(names(b.release_all()), (Names{"a"}));
   EXPECT_FALSE(b.holding());
 
-  StepBatcher off(false);
+  StepBatcher off(CompressedBatching::kOff);
   off.admit({request("a"), request("b")}, t);
   EXPECT_EQ(names(off.admit({request("a")}, t + milliseconds(1))), (Names{"a"}));
   EXPECT_FALSE(off.holding());
+}
+
+// One step of two compressed layers, w2 then w1 1 ms later, from `start`; returns whether w2 was
+// held (it then comes out with w1).
+bool run_step(StepBatcher& b, Clock::time_point start) {
+  const bool held = b.admit({request("w2")}, start).empty();
+  const Names second = names(b.admit({request("w1")}, start + milliseconds(1)));
+  EXPECT_EQ(second, held ? (Names{"w2", "w1"}) : (Names{"w1"}));
+  EXPECT_FALSE(b.holding());
+  return held;
+}
+
+// kAuto: after the unmeasured steps, held and sent steps alternate until each mode has
+// kTrialStepsPerMode step times; the faster mode is the vote, and steps hold afterwards only
+// while the negotiation reports that every rank votes to hold.
+void check_trial(double held_ms, double sent_ms) {
+  StepBatcher b(CompressedBatching::kAuto);
+  Clock::time_point t = Clock::now();
+  std::vector<bool> modes;
+  while (!b.trial().done) {
+    ASSERT_LT(modes.size(), 100u) << "the trial never ends";
+    // One rank: the negotiation's AND is its own vote.
+    b.set_agreed(b.votes_hold());
+    const bool held = run_step(b, t);
+    modes.push_back(held);
+    t += std::chrono::microseconds(static_cast<int64_t>((held ? held_ms : sent_ms) * 1000));
+    b.admit({}, t);  // an idle cycle changes nothing
+  }
+  // The trial's last step ends when the next one begins: `modes` has that one too.
+  const size_t unmeasured = StepBatcher::kUnmeasuredSteps;
+  const size_t trial = 2 * StepBatcher::kTrialStepsPerMode;
+  ASSERT_EQ(modes.size(), unmeasured + trial + 1);
+  for (size_t i = 0; i < unmeasured; ++i) EXPECT_FALSE(modes[i]) << "step " << i;
+  for (size_t i = 0; i < trial; ++i) EXPECT_EQ(modes[unmeasured + i], i % 2 == 0) << i;
+  EXPECT_DOUBLE_EQ(b.trial().held_median_ms, held_ms);
+  EXPECT_DOUBLE_EQ(b.trial().sent_median_ms, sent_ms);
+  const bool faster = held_ms < sent_ms;
+  EXPECT_EQ(b.votes_hold(), faster);
+  // The step that began as the trial ended chose before any negotiation carried the vote.
+  EXPECT_FALSE(modes.back());
+  EXPECT_EQ(b.held_steps(), static_cast<uint64_t>(StepBatcher::kTrialStepsPerMode));
+  b.set_agreed(b.votes_hold());
+  EXPECT_EQ(run_step(b, t), faster);
+
+  b.set_agreed(false);  // some rank votes to send as produced
+  EXPECT_FALSE(run_step(b, t += milliseconds(30)));
+  b.set_agreed(true);
+  EXPECT_TRUE(run_step(b, t += milliseconds(30)));
+}
+
+TEST(StepBatcher, AutoHoldsWhenHeldStepsWereFaster) {
+  check_trial(10.0, 20.0);
+}
+
+TEST(StepBatcher, AutoSendsAsProducedWhenHeldStepsWereSlower) {
+  check_trial(20.0, 10.0);
+}
+
+// Steps with nothing compressed cannot tell the modes apart: no trial, no vote, nothing held.
+TEST(StepBatcher, AutoRunsNoTrialWithoutCompressedTensors) {
+  StepBatcher b(CompressedBatching::kAuto);
+  Clock::time_point t = Clock::now();
+  for (int s = 0; s < 40; ++s) {
+    EXPECT_EQ(names(b.admit({request("w", "none"), broadcast("p")}, t)), (Names{"w", "p"}));
+    t += milliseconds(10);
+  }
+  EXPECT_FALSE(b.trial().done);
+  EXPECT_FALSE(b.votes_hold());
+  EXPECT_EQ(b.held_steps(), 0u);
+}
+
+// kOn holds from the second step on and counts those steps; kOff never holds.
+TEST(StepBatcher, OnCountsHeldStepsOffHoldsNone) {
+  StepBatcher on(CompressedBatching::kOn);
+  StepBatcher off(CompressedBatching::kOff);
+  Clock::time_point t = Clock::now();
+  for (int s = 0; s < 5; ++s) {
+    EXPECT_EQ(run_step(on, t), s > 0) << s;
+    EXPECT_FALSE(run_step(off, t)) << s;
+    t += milliseconds(10);
+  }
+  EXPECT_EQ(on.held_steps(), 4u);
+  EXPECT_EQ(off.held_steps(), 0u);
+  EXPECT_FALSE(off.votes_hold());
 }
 
 }  // namespace

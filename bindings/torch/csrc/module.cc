@@ -68,6 +68,7 @@ py::dict stats_dict() {
   d["full_negotiations"] = s.full_negotiations;
   d["collectives"] = s.collectives;
   d["negotiation_collectives"] = s.negotiation_collectives;
+  d["held_steps"] = s.held_steps;
   d["coordinator_cpu_seconds"] = s.coordinator_cpu_seconds;
   d["negotiation_seconds"] = s.negotiation_seconds;
   d["copy_seconds"] = s.copy_seconds;

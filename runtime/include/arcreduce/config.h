@@ -7,6 +7,9 @@
 
 namespace arcreduce {
 
+// ARCREDUCE_BATCH_COMPRESSED's values.
+enum class CompressedBatching { kOff, kOn, kAuto };
+
 struct Config {
   std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
   double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
@@ -65,13 +68,14 @@ struct Config {
   // that tensors produced together (a layer's weight and bias) share one cycle and one bucket;
   // in [0, 1000000], 0 negotiates at once. Local to each rank.
   int64_t batch_gap_us = 100;
-  // ARCREDUCE_BATCH_COMPRESSED=1: compressed tensors (every compressor but "none" and "fp16")
-  // wait until this rank has submitted all of the step's (learnt from the previous step) and
-  // then go out in one cycle; 0 (default) sends each as soon as it is submitted. Fewer rounds,
-  // but no overlap of the compressed exchange with backward: it pays where rounds are costly
-  // and the exchange is short (many ranks per core, a fast link), and loses on slow links
-  // (docs/runtime.md, "One cycle"). Local to each rank.
-  bool batch_compressed = false;
+  // ARCREDUCE_BATCH_COMPRESSED: whether compressed tensors (every compressor but "none" and
+  // "fp16") wait until this rank has submitted all of the step's (learnt from the previous step)
+  // and then go out in one cycle. Fewer rounds, but no overlap of the compressed exchange with
+  // backward: it pays where rounds are costly and the exchange is short (many ranks per core, a
+  // fast link), and loses on slow links (docs/runtime.md, "One cycle"). kAuto (default, "auto")
+  // times a few steps each way early in training and holds from then on only if every rank
+  // measured holding faster; kOn ("1") always holds, kOff ("0") never does.
+  CompressedBatching batch_compressed = CompressedBatching::kAuto;
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
   // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).

@@ -33,6 +33,10 @@ struct Stats {
   // a synchronous wait for peers), negotiation included; and those of negotiation alone.
   uint64_t collectives = 0;
   uint64_t negotiation_collectives = 0;
+  // Steps whose compressed tensors this rank held until the step's last one, to send them in
+  // one cycle (ARCREDUCE_BATCH_COMPRESSED; with "auto", the trial's held steps and every step
+  // after it once the ranks agreed to hold).
+  uint64_t held_steps = 0;
   // CPU time the coordinator thread used (CLOCK_THREAD_CPUTIME_ID): what the runtime takes
   // from the cores the training thread needs. Waiting costs none unless ARCREDUCE_WAIT_MODE
   // polls.
