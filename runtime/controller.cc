@@ -12,8 +12,8 @@ constexpr uint64_t kFlagNoUncached = 1ull << 0;
 constexpr uint64_t kFlagNoShutdown = 1ull << 1;
 constexpr uint64_t kFlagNoAbort = 1ull << 2;
 constexpr uint64_t kFlagIdle = 1ull << 3;
-// Not inverted: AND computes "every rank" (votes to hold compressed tensors).
-constexpr uint64_t kFlagHold = 1ull << 4;
+// Not inverted: AND computes "every rank" (finished its StepBatcher trial).
+constexpr uint64_t kFlagTrialDone = 1ull << 4;
 
 size_t words_for(size_t bits) {
   return (bits + 63) / 64;
@@ -34,7 +34,7 @@ Controller::Controller(Context& ctx)
     : ctx_(ctx), cache_(static_cast<size_t>(ctx.config.cache_capacity)), table_(ctx.size) {}
 
 std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort_due,
-                                             bool vote_hold,
+                                             bool trial_done,
                                              const std::vector<size_t>& invalid_local) const {
   const size_t w = words_for(cache_.capacity());
   std::vector<uint64_t> bits(1 + 2 * w, 0);
@@ -43,7 +43,7 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
   if (shutdown_requested) flags &= ~kFlagNoShutdown;
   if (abort_due) flags &= ~kFlagNoAbort;
   if (!pending_.empty() || !table_.empty()) flags &= ~kFlagIdle;
-  if (!vote_hold) flags &= ~kFlagHold;
+  if (!trial_done) flags &= ~kFlagTrialDone;
   bits[0] = flags;
   uint64_t* ready = bits.data() + 1;
   uint64_t* valid = bits.data() + 1 + w;
@@ -59,7 +59,7 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
 }
 
 CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
-                                bool vote_hold, Stats& stats) {
+                                bool trial_done, Stats& stats) {
   const auto now = Clock::now();
   const Config& cfg = ctx_.config;
   ++stats.cycles;
@@ -106,12 +106,12 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
 
   // 2. One AND All-Reduce of flags and bits.
   std::vector<uint64_t> bits =
-      build_bits(shutdown_requested, !abort_reason.empty(), vote_hold, invalid_local);
+      build_bits(shutdown_requested, !abort_reason.empty(), trial_done, invalid_local);
   ctx_.comm->allreduce(bits.data(), bits.size(), ScalarType::kUInt64, CollectiveOp::kBitAnd);
   const uint64_t flags = bits[0];
   CyclePlan plan;
   plan.busy = !(flags & kFlagIdle);
-  plan.every_rank_holds = (flags & kFlagHold) != 0;
+  plan.every_trial_done = (flags & kFlagTrialDone) != 0;
   if (!(flags & kFlagNoShutdown)) {
     plan.shutdown = true;
     return plan;

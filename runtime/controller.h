@@ -30,16 +30,16 @@ struct CyclePlan {
   bool shutdown = false;            // some rank called shutdown(): stop after this cycle
   std::string abort_reason;         // stall shutdown: fail everything and end the job
   bool busy = false;                // some rank had tensors in flight at the start of the cycle
-  bool every_rank_holds = false;    // every rank voted to hold compressed tensors (StepBatcher)
+  bool every_trial_done = false;    // every rank finished its StepBatcher trial
 };
 
 class Controller {
  public:
   explicit Controller(Context& ctx);
 
-  // `vote_hold`: this rank's StepBatcher vote, ANDed into the plan's every_rank_holds.
+  // `trial_done`: this rank's StepBatcher trial is over; ANDed into the plan's every_trial_done.
   CyclePlan run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
-                      bool vote_hold, Stats& stats);
+                      bool trial_done, Stats& stats);
   // Whether this rank has submitted tensors that are not yet ready on every rank.
   bool has_pending() const { return !pending_.empty(); }
   // Names of those tensors, sorted (for error messages).
@@ -51,7 +51,7 @@ class Controller {
     Clock::time_point since;
     int64_t slot = -1;  // cache slot when negotiated through the bit vector
   };
-  std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due, bool vote_hold,
+  std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due, bool trial_done,
                                    const std::vector<size_t>& invalid_local) const;
   std::vector<Response> negotiate_at_root(const std::string& abort_reason, std::string* abort_out,
                                           Stats& stats);

@@ -85,15 +85,22 @@ Stats Coordinator::stats() const {
   return s;
 }
 
-void Coordinator::report_batching_trial() {
+void Coordinator::decide_batching() {
+  batching_decided_ = true;
   const StepBatcher::Trial& trial = batcher_.trial();
-  if (trial_reported_ || !trial.done) return;
-  trial_reported_ = true;
+  double medians[2] = {trial.held_median_ms, trial.sent_median_ms};
+  activity_ = "ARCREDUCE_BATCH_COMPRESSED's decision";
+  ctx_.comm->allreduce(medians, 2, ScalarType::kFloat64, CollectiveOp::kSum);
+  const double held = medians[0] / ctx_.size, sent = medians[1] / ctx_.size;
+  const bool hold = StepBatcher::hold_pays(held, sent);
+  batcher_.set_agreed(hold);
+  if (ctx_.rank != 0) return;
   ctx_.log->info(
       "ARCREDUCE_BATCH_COMPRESSED=auto: median step {:.2f} ms with compressed tensors held to one "
-      "cycle, {:.2f} ms sent as produced ({} steps each): rank {} votes to {}",
-      trial.held_median_ms, trial.sent_median_ms, StepBatcher::kTrialStepsPerMode, ctx_.rank,
-      batcher_.votes_hold() ? "hold them (every rank must agree)" : "send them as produced");
+      "cycle, {:.2f} ms sent as produced ({} steps each, mean over ranks; this rank {:.2f} and "
+      "{:.2f} ms): {}",
+      held, sent, StepBatcher::kTrialStepsPerMode, trial.held_median_ms, trial.sent_median_ms,
+      hold ? "holding them from now on" : "sending them as produced");
 }
 
 void Coordinator::publish() {
@@ -154,9 +161,7 @@ void Coordinator::loop() {
       const uint64_t calls_before = ctx_.comm->traffic().calls;
       activity_ = "negotiation";
       CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(),
-                                             batcher_.votes_hold(), stats_);
-      batcher_.set_agreed(plan.every_rank_holds);
-      report_batching_trial();
+                                             batcher_.trial().done, stats_);
       stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
       const Clock::time_point negotiated = Clock::now();
       stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
@@ -187,7 +192,10 @@ void Coordinator::loop() {
         }
         break;
       }
+      // Every rank sees the same AND in the same cycle: all run the decision's collective here.
+      if (plan.every_trial_done && !batching_decided_) decide_batching();
       execute(plan, negotiated);
+      if (!plan.responses.empty()) batcher_.completed(Clock::now());
       publish();
       if (timeline_) timeline_->flush();
     }
@@ -259,8 +267,10 @@ std::string Coordinator::describe_timeout(const std::exception& timeout) {
         silent.size() == 1 ? "rank" : "ranks", ranks, grace.count() / 1000.0);
   }
   std::vector<std::string> tensors = controller_.pending_names();
-  // Tensors the batcher holds are in flight too: a stall while they wait must still name them.
-  for (const std::vector<std::string>& more : {executing_, batcher_.held_names()}) {
+  // Ops the batcher holds, and ops submitted while this coordinator was blocked in the collective
+  // that timed out (not yet taken from the queue), are in flight too: a stall must name them.
+  for (const std::vector<std::string>& more :
+       {executing_, batcher_.held_names(), queue_.in_flight_names()}) {
     for (const std::string& name : more) {
       if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
     }

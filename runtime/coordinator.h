@@ -45,8 +45,10 @@ class Coordinator {
   // Completes the ops of CUDA buckets whose device work has finished, in bucket order; with
   // `wait`, all of them (shutdown). A device failure fails that bucket's ops.
   void complete_device_buckets(bool wait);
-  // Logs (info) this rank's outcome of ARCREDUCE_BATCH_COMPRESSED=auto's trial, once.
-  void report_batching_trial();
+  // ARCREDUCE_BATCH_COMPRESSED=auto, once every rank's trial is over: averages the ranks' trial
+  // medians (one All-Reduce, on every rank in the same cycle) and sets the batcher's decision;
+  // rank 0 logs it (info).
+  void decide_batching();
   // After a CommunicationTimeout: asks the communicator which ranks are silent and returns the
   // stall message naming them, what this rank waited in and its tensors in flight. Computed once
   // (the liveness check pairs with the other ranks' own), then returned again.
@@ -73,7 +75,7 @@ class Coordinator {
   };
   std::deque<DeviceBucket> device_buckets_;
   StepBatcher batcher_;
-  bool trial_reported_ = false;
+  bool batching_decided_ = false;
   // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
   // of the cycle's tensors not yet completed: for the message of a communication timeout.
   std::string activity_;

@@ -27,17 +27,19 @@ bool StepBatcher::step_complete() const {
 }
 
 void StepBatcher::begin_step(Clock::time_point now) {
-  if (trial_role_ >= 0) {
+  const Clock::time_point end = last_completion_;  // of the step that ends here
+  // A step without completions (nothing waited for) has no time of its own: not counted.
+  if (trial_role_ >= 0 && previous_end_ != Clock::time_point{} && end > previous_end_) {
     trial_ms_[trial_role_].push_back(
-        std::chrono::duration<double, std::milli>(now - step_first_).count());
+        std::chrono::duration<double, std::milli>(end - previous_end_).count());
     const size_t need = kTrialStepsPerMode;
     if (trial_ms_[0].size() >= need && trial_ms_[1].size() >= need) {
       trial_.done = true;
       trial_.held_median_ms = median(trial_ms_[1]);
       trial_.sent_median_ms = median(trial_ms_[0]);
-      vote_ = trial_.held_median_ms < trial_.sent_median_ms;
     }
   }
+  previous_end_ = end;
   step_first_ = now;
   ++steps_begun_;
   trial_role_ = -1;

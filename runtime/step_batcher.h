@@ -18,12 +18,16 @@
 //
 // CompressedBatching::kAuto decides by measurement. After kUnmeasuredSteps, steps that have
 // compressed tensors alternate between holding and not (a trial of kTrialStepsPerMode steps
-// each); a step's time is the time from its first submission to the next step's. A rank whose
-// held steps had the lower median votes to hold; the votes travel in every negotiation (an AND),
-// and from then on steps hold only while every rank votes so. Before and during the trial the
-// agreed value is "do not hold", so the trial's alternation is the only local choice: ranks
-// count the same steps, so they alternate together. Ranks that ever choose differently still
-// meet, as the negotiation waits for every rank's ready bit; it costs a round, not a hang.
+// each). A step's time runs from the last completion of the step before to its own last
+// completion (the last one before the next step begins): it covers the step's forward, backward
+// and exchange, and as collectives complete together it is about the same on every rank, where
+// times between first submissions would carry one rank's lateness into the next step's. Once
+// every rank's trial is over (a bit of the negotiation, ANDed), the coordinators average their
+// medians in one All-Reduce and all take the same decision (set_agreed): hold if held steps
+// were more than kHoldMargin faster, since holding gives up the overlap. Until then the trial's
+// alternation is the only choice, and ranks count the same steps, so they alternate together.
+// Ranks that ever choose differently still meet, as the negotiation waits for every rank's
+// ready bit; it costs a round, not a hang.
 #pragma once
 
 #include <chrono>
@@ -43,7 +47,8 @@ class StepBatcher {
   // kAuto: steps before the trial (the first one learns the step's tensors; the next ones may
   // still be slow with first-time allocations), and trial steps per mode.
   static constexpr int kUnmeasuredSteps = 3;
-  static constexpr int kTrialStepsPerMode = 6;
+  static constexpr int kTrialStepsPerMode = 8;
+  static constexpr double kHoldMargin = 0.03;
 
   // The outcome of kAuto's trial: medians of the step time with and without holding.
   struct Trial {
@@ -57,6 +62,8 @@ class StepBatcher {
   // Takes this cycle's new requests (submission order) at `now`; returns those to negotiate now,
   // held ones that became due first.
   std::vector<Request> admit(std::vector<Request> incoming, Clock::time_point now);
+  // The coordinator completed ops at `now` (the end of the current step, unless more follow).
+  void completed(Clock::time_point now) { last_completion_ = now; }
   // Releases everything held (shutdown).
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
@@ -67,12 +74,14 @@ class StepBatcher {
   // Whether the tensor of `signature` may be held: a compressed all-reduce.
   static bool holds(const TensorSignature& signature);
 
-  // kAuto: this rank's vote, for the negotiation (true once its trial measured holding faster).
-  bool votes_hold() const { return vote_; }
-  // kAuto: whether every rank voted to hold, as the latest negotiation found; takes effect at the
+  // kAuto: the decision every rank took from the averaged trial (true: hold); takes effect at the
   // next step.
-  void set_agreed(bool every_rank_holds) { agreed_ = every_rank_holds; }
+  void set_agreed(bool hold) { agreed_ = hold; }
   const Trial& trial() const { return trial_; }
+  // Whether the ranks' averaged medians say hold.
+  static bool hold_pays(double held_median_ms, double sent_median_ms) {
+    return held_median_ms < (1.0 - kHoldMargin) * sent_median_ms;
+  }
   // Steps begun in holding mode with compressed tensors to hold (Stats::held_steps).
   uint64_t held_steps() const { return held_steps_; }
 
@@ -96,11 +105,12 @@ class StepBatcher {
   uint64_t steps_begun_ = 0;
   uint64_t held_steps_ = 0;
   // kAuto: the current step's role in the trial (-1: none, 0: sent, 1: held), the step times
-  // measured so far per mode (ms), the vote and the agreement.
+  // measured so far per mode (ms), the outcome and the decision.
   int trial_role_ = -1;
+  Clock::time_point last_completion_{};
+  Clock::time_point previous_end_{};  // the last completion before the current step began
   std::vector<double> trial_ms_[2];
   Trial trial_;
-  bool vote_ = false;
   bool agreed_ = false;
 };
 

@@ -99,6 +99,15 @@ std::vector<Request> TensorQueue::take_new_requests() {
   return out;
 }
 
+std::vector<std::string> TensorQueue::in_flight_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  names.reserve(in_flight_.size());
+  for (const auto& kv : in_flight_) names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 bool TensorQueue::take_entry(const std::string& name, TensorEntry* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(name);

@@ -104,19 +104,19 @@ bool run_step(StepBatcher& b, Clock::time_point start) {
 }
 
 // kAuto: after the unmeasured steps, held and sent steps alternate until each mode has
-// kTrialStepsPerMode step times; the faster mode is the vote, and steps hold afterwards only
-// while the negotiation reports that every rank votes to hold.
+// kTrialStepsPerMode step times (last completion to last completion); nothing holds after the
+// trial until the coordinator sets the ranks' decision, which then holds from the next step.
 void check_trial(double held_ms, double sent_ms) {
   StepBatcher b(CompressedBatching::kAuto);
   Clock::time_point t = Clock::now();
   std::vector<bool> modes;
   while (!b.trial().done) {
     ASSERT_LT(modes.size(), 100u) << "the trial never ends";
-    // One rank: the negotiation's AND is its own vote.
-    b.set_agreed(b.votes_hold());
     const bool held = run_step(b, t);
     modes.push_back(held);
+    // The step's last op completes: its time runs from the previous step's last completion.
     t += std::chrono::microseconds(static_cast<int64_t>((held ? held_ms : sent_ms) * 1000));
+    b.completed(t);
     b.admit({}, t);  // an idle cycle changes nothing
   }
   // The trial's last step ends when the next one begins: `modes` has that one too.
@@ -127,18 +127,24 @@ void check_trial(double held_ms, double sent_ms) {
   for (size_t i = 0; i < trial; ++i) EXPECT_EQ(modes[unmeasured + i], i % 2 == 0) << i;
   EXPECT_DOUBLE_EQ(b.trial().held_median_ms, held_ms);
   EXPECT_DOUBLE_EQ(b.trial().sent_median_ms, sent_ms);
-  const bool faster = held_ms < sent_ms;
-  EXPECT_EQ(b.votes_hold(), faster);
-  // The step that began as the trial ended chose before any negotiation carried the vote.
+  // The step that began as the trial ended chose before the ranks decided.
   EXPECT_FALSE(modes.back());
   EXPECT_EQ(b.held_steps(), static_cast<uint64_t>(StepBatcher::kTrialStepsPerMode));
-  b.set_agreed(b.votes_hold());
-  EXPECT_EQ(run_step(b, t), faster);
-
-  b.set_agreed(false);  // some rank votes to send as produced
+  const bool decision = StepBatcher::hold_pays(held_ms, sent_ms);
+  b.set_agreed(decision);
+  EXPECT_EQ(run_step(b, t), decision);
+  b.set_agreed(false);
   EXPECT_FALSE(run_step(b, t += milliseconds(30)));
   b.set_agreed(true);
   EXPECT_TRUE(run_step(b, t += milliseconds(30)));
+}
+
+// Holding gives up the overlap: it must win by more than the margin.
+TEST(StepBatcher, HoldPaysOnlyBeyondTheMargin) {
+  EXPECT_TRUE(StepBatcher::hold_pays(10.0, 20.0));
+  EXPECT_TRUE(StepBatcher::hold_pays(96.0, 100.0));
+  EXPECT_FALSE(StepBatcher::hold_pays(98.0, 100.0));
+  EXPECT_FALSE(StepBatcher::hold_pays(20.0, 10.0));
 }
 
 TEST(StepBatcher, AutoHoldsWhenHeldStepsWereFaster) {
@@ -147,6 +153,22 @@ TEST(StepBatcher, AutoHoldsWhenHeldStepsWereFaster) {
 
 TEST(StepBatcher, AutoSendsAsProducedWhenHeldStepsWereSlower) {
   check_trial(20.0, 10.0);
+}
+
+// A step in which nothing completed has no time of its own: it does not count in the trial.
+TEST(StepBatcher, AutoCountsOnlyStepsWithCompletions) {
+  StepBatcher b(CompressedBatching::kAuto);
+  Clock::time_point t = Clock::now();
+  std::vector<bool> modes;
+  for (int s = 0; s < 60 && !b.trial().done; ++s) {
+    modes.push_back(run_step(b, t));
+    t += milliseconds(10);
+    if (s % 3 != 0) b.completed(t);  // every third step completes nothing
+  }
+  ASSERT_TRUE(b.trial().done);
+  // Each mode needs its samples: the steps without completions were trial steps that repeat.
+  EXPECT_GT(modes.size(), static_cast<size_t>(StepBatcher::kUnmeasuredSteps +
+                                              2 * StepBatcher::kTrialStepsPerMode));
 }
 
 // Steps with nothing compressed cannot tell the modes apart: no trial, no vote, nothing held.
@@ -158,7 +180,6 @@ TEST(StepBatcher, AutoRunsNoTrialWithoutCompressedTensors) {
     t += milliseconds(10);
   }
   EXPECT_FALSE(b.trial().done);
-  EXPECT_FALSE(b.votes_hold());
   EXPECT_EQ(b.held_steps(), 0u);
 }
 
@@ -174,7 +195,6 @@ TEST(StepBatcher, OnCountsHeldStepsOffHoldsNone) {
   }
   EXPECT_EQ(on.held_steps(), 4u);
   EXPECT_EQ(off.held_steps(), 0u);
-  EXPECT_FALSE(off.votes_hold());
 }
 
 }  // namespace

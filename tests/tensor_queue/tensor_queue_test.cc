@@ -185,6 +185,21 @@ TEST(TensorQueue, HandlesOfTwoQueuesNeverCoincide) {
   EXPECT_FALSE(current.poll(new_op));
 }
 
+// Every op not yet taken for execution is named, whether or not the coordinator has taken its
+// request yet: a stall message lists them.
+TEST(TensorQueue, InFlightNamesListOpsUntilTakenForExecution) {
+  TensorQueue q;
+  q.submit(entry("b"));
+  q.submit(entry("a"));
+  EXPECT_EQ(q.in_flight_names(), (std::vector<std::string>{"a", "b"}));
+  q.take_new_requests();
+  EXPECT_EQ(q.in_flight_names(), (std::vector<std::string>{"a", "b"}));
+  TensorEntry taken;
+  ASSERT_TRUE(q.take_entry("a", &taken));
+  EXPECT_EQ(q.in_flight_names(), std::vector<std::string>{"b"});
+  q.complete(taken, Status::OK());
+}
+
 TEST(TensorQueue, UnknownHandle) {
   TensorQueue q;
   EXPECT_TRUE(q.poll(12345));
