@@ -91,7 +91,8 @@ mkdir -p "$out_dir"
 : >"$out_dir/results.jsonl"
 exec > >(tee "$out_dir/raw.txt") 2>&1
 "$python" "$root/bench/e2e/make_report.py" meta "$out_dir" --commit "$commit" --steps "$steps" \
-  --warmup "$warmup" --budget "$budget" --local-ranks "$local_ranks" --python "$python"
+  --warmup "$warmup" --arc-warmup "$arc_warmup" --budget "$budget" --local-ranks "$local_ranks" \
+  --python "$python"
 echo "bench-e2e $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs"
 
 # Prints a command as it would be typed (repository and build prefixes shortened, the cluster

@@ -65,7 +65,8 @@ def cmd_meta(args):
             "commit": args.commit, **machine(), "mpi": first_line(["mpirun", "--version"]),
             "torch": first_line([args.python, "-c", "import torch; print(torch.__version__)"]),
             "blas": os.path.basename(os.path.dirname(blas)) + "/" + os.path.basename(blas),
-            "steps": args.steps, "warmup": args.warmup, "budget_s": args.budget,
+            "steps": args.steps, "warmup": args.warmup, "arc_warmup": args.arc_warmup,
+            "budget_s": args.budget,
             "local_ranks": args.local_ranks}
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "meta.json"), "w", encoding="utf-8") as f:
@@ -141,7 +142,8 @@ def table(rows, meta):
                   f"- machine: {meta.get('nproc')} CPUs ({meta.get('cpu')}), "
                   f"{meta.get('memory_gib')} GiB, Linux {meta.get('kernel')}; {meta.get('mpi')}; "
                   f"torch {meta.get('torch')} (BLAS {meta.get('blas')})",
-                  f"- steps: {meta.get('warmup')} warm-up, then at most {meta.get('steps')} timed "
+                  f"- steps: {meta.get('warmup')} warm-up ({arc_warmup(meta)}), then at most "
+                  f"{meta.get('steps')} timed "
                   f"(fewer, but at least 10, where the warm-up says they would take over "
                   f"{meta.get('budget_s')} s; per row below); local setting: "
                   f"{meta.get('local_ranks')} ranks on this machine", ""]
@@ -178,6 +180,13 @@ def table(rows, meta):
                 f"{fmt(r.get('collectives_per_step'))} | {held(r)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def arc_warmup(meta):
+    """The arctopk rows' warm-up, where the meta records one (runs before it record none)."""
+    if meta.get("arc_warmup") is None:
+        return "the same for every row"
+    return f"ARC-Top-K rows: {meta['arc_warmup']}, past the runtime's batching trial"
 
 
 def held(r):
@@ -245,6 +254,7 @@ def main():
     m.add_argument("--commit", default="unknown")
     m.add_argument("--steps", type=int)
     m.add_argument("--warmup", type=int)
+    m.add_argument("--arc-warmup", type=int, help="warm-up steps of the arctopk rows")
     m.add_argument("--budget", type=float)
     m.add_argument("--local-ranks", type=int)
     m.add_argument("--python", default=sys.executable)
