@@ -44,7 +44,7 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
       queue_(queue),
       controller_(ctx),
       executor_(ctx, state),
-      batcher_(ctx.config.batch_compressed) {
+      batcher_(ctx.config.batch_compressed, ctx.config.warmup_steps) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
   if (ctx.rank == 0 && !ctx.config.timeline.empty()) {

@@ -52,8 +52,7 @@ void StepBatcher::begin_step(Clock::time_point now) {
       break;
     case CompressedBatching::kAuto:
       // Only steps that have compressed tensors to hold tell the two modes apart.
-      if (!trial_.done && steps_begun_ > static_cast<uint64_t>(kUnmeasuredSteps) &&
-          !expected_.empty()) {
+      if (!trial_.done && steps_begun_ > unmeasured_steps_ && !expected_.empty()) {
         trial_role_ = trial_ms_[1].size() <= trial_ms_[0].size() ? 1 : 0;
         hold_step_ = trial_role_ == 1;
       } else {

@@ -16,7 +16,8 @@
 // tensor that is skipped in some step costs that much, never a hang), or at shutdown. The first
 // step holds nothing.
 //
-// CompressedBatching::kAuto decides by measurement. After kUnmeasuredSteps, steps that have
+// CompressedBatching::kAuto decides by measurement. After ARCREDUCE_WARMUP_STEPS and then
+// kUnmeasuredSteps more, steps that have
 // compressed tensors alternate between holding and not (a trial of kTrialStepsPerMode steps
 // each). A step's time runs from the last completion of the step before to its own last
 // completion (the last one before the next step begins): it covers the step's forward, backward
@@ -57,7 +58,11 @@ class StepBatcher {
     double sent_median_ms = 0;
   };
 
-  explicit StepBatcher(CompressedBatching mode) : mode_(mode) {}
+  // `warmup_steps` (ARCREDUCE_WARMUP_STEPS): steps in which compressed tensors are still reduced
+  // densely; the trial starts kUnmeasuredSteps after them, so that it times the compressed
+  // exchange.
+  explicit StepBatcher(CompressedBatching mode, int64_t warmup_steps = 0)
+      : mode_(mode), unmeasured_steps_(static_cast<uint64_t>(warmup_steps) + kUnmeasuredSteps) {}
 
   // Takes this cycle's new requests (submission order) at `now`; returns those to negotiate now,
   // held ones that became due first.
@@ -92,6 +97,7 @@ class StepBatcher {
   void begin_step(Clock::time_point now);
 
   CompressedBatching mode_;
+  uint64_t unmeasured_steps_;
   std::vector<Request> held_;
   Clock::time_point held_since_{};
   std::chrono::microseconds hold_limit_{0};

@@ -139,6 +139,23 @@ void check_trial(double held_ms, double sent_ms) {
   EXPECT_TRUE(run_step(b, t += milliseconds(30)));
 }
 
+// Steps of the dense warm-up (ARCREDUCE_WARMUP_STEPS) would time dense exchanges: the trial
+// starts after them.
+TEST(StepBatcher, AutoTrialStartsAfterTheDenseWarmup) {
+  StepBatcher b(CompressedBatching::kAuto, 5);
+  Clock::time_point t = Clock::now();
+  std::vector<bool> modes;
+  for (int s = 0; s < 10; ++s) {
+    modes.push_back(run_step(b, t));
+    t += milliseconds(10);
+    b.completed(t);
+  }
+  const size_t first_trial = 5 + StepBatcher::kUnmeasuredSteps;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    EXPECT_EQ(modes[i], i >= first_trial && (i - first_trial) % 2 == 0) << "step " << i;
+  }
+}
+
 // Holding gives up the overlap: it must win by more than the margin.
 TEST(StepBatcher, HoldPaysOnlyBeyondTheMargin) {
   EXPECT_TRUE(StepBatcher::hold_pays(10.0, 20.0));
