@@ -213,4 +213,5 @@ done
 
 ((ran)) || exit 77
 echo
-"$python" "$root/bench/e2e/make_report.py" report "$out_dir"
+# The output folder as OUT_DIR: raw.txt names no path of this machine.
+"$python" "$root/bench/e2e/make_report.py" report "$out_dir" | sed "s#$out_dir#OUT_DIR#g"
