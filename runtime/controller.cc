@@ -182,13 +182,6 @@ std::vector<Response> Controller::negotiate_at_root(const std::string& abort_rea
   return std::move(list.responses);
 }
 
-std::vector<std::string> Controller::pending_names() const {
-  std::vector<std::string> names;
-  for (const auto& kv : pending_) names.push_back(kv.first);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 void Controller::apply_cache_updates(const std::vector<Response>& responses) {
   // Forget executed tensors first, so that an eviction below cannot touch one of them.
   for (const Response& r : responses) pending_.erase(r.name);

@@ -42,8 +42,6 @@ class Controller {
                       bool trial_done, Stats& stats);
   // Whether this rank has submitted tensors that are not yet ready on every rank.
   bool has_pending() const { return !pending_.empty(); }
-  // Names of those tensors, sorted (for error messages).
-  std::vector<std::string> pending_names() const;
 
  private:
   struct Pending {

@@ -266,14 +266,11 @@ std::string Coordinator::describe_timeout(const std::exception& timeout) {
         "unreachable)",
         silent.size() == 1 ? "rank" : "ranks", ranks, grace.count() / 1000.0);
   }
-  std::vector<std::string> tensors = controller_.pending_names();
-  // Ops the batcher holds, and ops submitted while this coordinator was blocked in the collective
-  // that timed out (not yet taken from the queue), are in flight too: a stall must name them.
-  for (const std::vector<std::string>& more :
-       {executing_, batcher_.held_names(), queue_.in_flight_names()}) {
-    for (const std::string& name : more) {
-      if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
-    }
+  // Every op not yet taken for execution (negotiating, held by the batcher, or submitted while
+  // this coordinator was blocked in the collective that timed out), then those executing.
+  std::vector<std::string> tensors = queue_.in_flight_names();
+  for (const std::string& name : executing_) {
+    if (std::find(tensors.begin(), tensors.end(), name) == tensors.end()) tensors.push_back(name);
   }
   timeout_message_ =
       fmt::format("stall shutdown on rank {} in {}: {}; {}; tensors in flight on rank {}: {}",

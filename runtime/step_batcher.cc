@@ -99,12 +99,6 @@ std::vector<Request> StepBatcher::admit(std::vector<Request> incoming, Clock::ti
   return out;
 }
 
-std::vector<std::string> StepBatcher::held_names() const {
-  std::vector<std::string> names;
-  for (const Request& r : held_) names.push_back(r.name);
-  return names;
-}
-
 std::vector<Request> StepBatcher::release_all() {
   std::vector<Request> out;
   out.swap(held_);

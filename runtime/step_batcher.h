@@ -72,8 +72,6 @@ class StepBatcher {
   // Releases everything held (shutdown).
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
-  // Names of the held requests (for error messages: they are in flight too).
-  std::vector<std::string> held_names() const;
   // When the oldest held request must be released; only meaningful while holding().
   Clock::time_point deadline() const { return held_since_ + hold_limit_; }
   // Whether the tensor of `signature` may be held: a compressed all-reduce.

@@ -3,11 +3,11 @@
 # with `train_fashion_mnist --tta`, and examples/04's CNN with `train.py --tta` through
 # arcreduce.torch or PyTorch DDP (evaluation every EVAL_EVERY steps, the clock stopped while it
 # evaluates), for every workload, variant, seed and setting. Per workload, setting and seed,
-# dense trains first for DENSE_EPOCHS epochs; its final accuracy (the mean of the evaluations of its last epoch, which
-# evens out the noise of a single evaluation) minus MARGIN points is the target every other
-# variant trains to, for at most BUDGET_FACTOR times dense's steps. Prints every command and its
-# progress; writes OUT_DIR/results.jsonl (one JSON line per run), raw.txt, then table.md and
-# accuracy.png (bench/tta/make_report.py).
+# dense trains first for DENSE_EPOCHS epochs; its final accuracy (the mean of the evaluations of
+# its last epoch, which evens out the noise of a single evaluation) minus MARGIN points is the
+# target every other variant trains to, for at most BUDGET_FACTOR times dense's steps. Prints
+# every command and its progress; writes OUT_DIR/results.jsonl (one JSON line per run),
+# raw.txt, then table.md and accuracy.png (bench/tta/make_report.py).
 #
 #   bash scripts/bench-tta.sh
 #   WORKLOADS=mlp SETTINGS=local SEEDS=1 VARIANTS="arctopk-default randk" bash scripts/bench-tta.sh
@@ -17,14 +17,15 @@
 # arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN ddp and ddp-powersgd (PyTorch
 # DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn. Settings: local
-# (RANKS ranks on this machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per host, e.g.
-# 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
+# (RANKS ranks on this machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per
+# host, e.g. 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
 # Environment: WORKLOADS ("mlp cnn"), SETTINGS ("local 4x1gbit"), SEEDS ("0 1"), VARIANTS (all
-# above; the MLP skips the DDP ones: examples/03 is C++), RANKS (4),
-# EVAL_EVERY (25), TRAIN_SAMPLES (60000: the first N training examples), TEST_SAMPLES (10000: the
-# first N test examples are evaluated; the CNN's evaluation of all of them takes longer than its
-# training between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), BUDGET_FACTOR
-# (3), RUN_TIMEOUT (1800 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON (/usr/bin/python3), DATA_DIR.
+# above; the MLP skips the DDP ones: examples/03 is C++), RANKS (4), EVAL_EVERY (25),
+# TRAIN_SAMPLES (60000: the first N training examples), TEST_SAMPLES (10000: the first N test
+# examples are evaluated; the CNN's evaluation of all of them takes longer than its training
+# between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), BUDGET_FACTOR (3),
+# RUN_TIMEOUT (1800 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
+# (/usr/bin/python3), DATA_DIR.
 # Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
 set -euo pipefail
 
