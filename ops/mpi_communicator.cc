@@ -42,6 +42,14 @@ size_t pieces(size_t bytes, size_t limit) {
 
 }  // namespace
 
+size_t ring_segment_bytes_for(size_t requested, int local_size, int size,
+                              size_t max_message_bytes) {
+  if (requested == 0) {
+    requested = local_size < size ? kMultiHostRingSegmentBytes : kSingleHostRingSegmentBytes;
+  }
+  return std::clamp<size_t>(requested, 1, std::max<size_t>(max_message_bytes, 1));
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, AllreduceAlgorithm algorithm)
     : MpiCommunicator(comm, [algorithm] {
         MpiCommunicatorOptions options;
@@ -53,8 +61,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     : options_(options) {
   options_.max_message_bytes =
       std::clamp<size_t>(options_.max_message_bytes, 1, static_cast<size_t>(INT_MAX));
-  options_.ring_segment_bytes =
-      std::clamp<size_t>(options_.ring_segment_bytes, 1, options_.max_message_bytes);
   try {
     ARC_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
     ARC_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -69,6 +75,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     ARC_MPI_CHECK(MPI_Comm_free(&local));
     ARC_MPI_CHECK(rank_rc);
     ARC_MPI_CHECK(size_rc);
+    options_.ring_segment_bytes = ring_segment_bytes_for(options_.ring_segment_bytes, local_size_,
+                                                         size_, options_.max_message_bytes);
     int* tag_ub = nullptr;
     int found = 0;
     ARC_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));

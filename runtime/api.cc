@@ -17,6 +17,7 @@
 #include "ops/allreduce_algorithm.h"
 #include "ops/mpi_communicator.h"
 #include "runtime/config_agreement.h"
+#include "runtime/mpi_environment.h"
 #include "runtime/runtime.h"
 
 namespace arcreduce {
@@ -99,6 +100,9 @@ void ensure_mpi() {
   if (finalized) throw Error("arcreduce::init(): MPI was already finalized in this process");
   int provided = 0;
   if (!initialized) {
+    if (apply_mpi_environment_defaults()) {
+      spdlog::debug("arcreduce: {}={} (docs/runtime.md)", kEnvTcpEagerLimit, kTcpEagerLimitBytes);
+    }
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
       throw Error("arcreduce::init(): MPI_Init_thread failed", StatusCode::kInternal);
     }

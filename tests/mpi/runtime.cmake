@@ -201,3 +201,18 @@ foreach(_case "1|150" "2|50")
                          --rounds=${_rounds} --watchdog-seconds=100 TIMEOUT 120)
   _rt_add_env(${_name} ${_rt_guard_env})
 endforeach()
+
+# --- what init() gives the MPI library it initialises (runtime/mpi_environment.h) ---
+add_executable(runtime_mpi_env_test ${_rt_dir}/runtime_mpi_env.cc)
+target_link_libraries(runtime_mpi_env_test PRIVATE arcreduce_internal)
+# Default: Open MPI's TCP eager limit raised to kTcpEagerLimitBytes; the ring (forced, so that
+# one host runs it) still sums exactly.
+arcreduce_add_mpi_test(NAME runtime_tcp_eager_limit_default_np3 NP 3
+                       COMMAND runtime_mpi_env_test TIMEOUT 60)
+_rt_add_env(runtime_tcp_eager_limit_default_np3 ${_rt_guard_env}
+            ARCREDUCE_ALLREDUCE_ALGORITHM=ring)
+# A value the user set is kept.
+arcreduce_add_mpi_test(NAME runtime_tcp_eager_limit_user_value_np2 NP 2
+                       COMMAND runtime_mpi_env_test --expect=70000 TIMEOUT 60)
+_rt_add_env(runtime_tcp_eager_limit_user_value_np2 ${_rt_guard_env}
+            OMPI_MCA_btl_tcp_eager_limit=70000)

@@ -1,9 +1,13 @@
 #include "ops/allreduce_algorithm.h"
 
+#include <climits>
+
 #include <gtest/gtest.h>
 
 #include "arcreduce/status.h"
+#include "ops/mpi_communicator.h"
 #include "ops/traffic_estimates.h"
+#include "runtime/mpi_environment.h"
 
 namespace arcreduce {
 namespace {
@@ -46,6 +50,19 @@ TEST(AllreduceAlgorithmTest, AutoPicksRingOnlyAcrossHostsForLargeMessages) {
             AllreduceAlgorithm::kRing);
   EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kMpi, mib, 8, 1, mib),
             AllreduceAlgorithm::kMpi);
+}
+
+TEST(AllreduceAlgorithmTest, RingSegmentsFitTheEagerLimitOnlyAcrossHosts) {
+  const size_t mib = size_t{1} << 20;
+  EXPECT_EQ(ring_segment_bytes_for(0, 4, 4, INT_MAX), 4 * mib);   // one host
+  EXPECT_EQ(ring_segment_bytes_for(0, 1, 4, INT_MAX), mib);       // one rank per host
+  EXPECT_EQ(ring_segment_bytes_for(0, 2, 3, INT_MAX), mib);       // uneven hosts
+  EXPECT_EQ(ring_segment_bytes_for(1000, 1, 4, INT_MAX), 1000u);  // asked for
+  EXPECT_EQ(ring_segment_bytes_for(0, 1, 4, 4096), 4096u);        // message limit
+  EXPECT_EQ(ring_segment_bytes_for(0, 1, 4, 0), 1u);
+  // A segment across hosts, with Open MPI's fragment header, is one eager message at the limit
+  // init() sets.
+  EXPECT_LT(kMultiHostRingSegmentBytes + 64, kTcpEagerLimitBytes);
 }
 
 TEST(TrafficEstimatesTest, RingChunksPartitionTheBuffer) {
