@@ -1,5 +1,6 @@
 #include "ops/allreduce_algorithm.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "arcreduce/status.h"
@@ -45,6 +46,14 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   const bool multi_host = local_size < size;
   return (multi_host && bytes >= ring_threshold_bytes) ? AllreduceAlgorithm::kRing
                                                        : AllreduceAlgorithm::kMpi;
+}
+
+size_t ring_segment_bytes_for(size_t requested, int local_size, int size,
+                              size_t max_message_bytes) {
+  if (requested == 0) {
+    requested = local_size < size ? kMultiHostRingSegmentBytes : kSingleHostRingSegmentBytes;
+  }
+  return std::clamp<size_t>(requested, 1, std::max<size_t>(max_message_bytes, 1));
 }
 
 }  // namespace arcreduce

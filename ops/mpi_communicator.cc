@@ -42,14 +42,6 @@ size_t pieces(size_t bytes, size_t limit) {
 
 }  // namespace
 
-size_t ring_segment_bytes_for(size_t requested, int local_size, int size,
-                              size_t max_message_bytes) {
-  if (requested == 0) {
-    requested = local_size < size ? kMultiHostRingSegmentBytes : kSingleHostRingSegmentBytes;
-  }
-  return std::clamp<size_t>(requested, 1, std::max<size_t>(max_message_bytes, 1));
-}
-
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, AllreduceAlgorithm algorithm)
     : MpiCommunicator(comm, [algorithm] {
         MpiCommunicatorOptions options;

@@ -26,16 +26,6 @@
 
 namespace arcreduce {
 
-// Shared memory: large segments are fastest. Across hosts each segment should travel as one
-// eager MPI message (no rendezvous handshake queued behind the link's bulk data), so it is kept
-// within the TCP eager limit that init() gives Open MPI (runtime/mpi_environment.h).
-constexpr size_t kSingleHostRingSegmentBytes = size_t{4} << 20;
-constexpr size_t kMultiHostRingSegmentBytes = size_t{1} << 20;
-
-// The segment a ring uses: `requested` when not 0, else the default for where the ranks are
-// (local_size < size: across hosts); at most max_message_bytes, at least 1.
-size_t ring_segment_bytes_for(size_t requested, int local_size, int size, size_t max_message_bytes);
-
 struct MpiCommunicatorOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   // kAuto uses the ring for messages of at least this many bytes when the job spans hosts.

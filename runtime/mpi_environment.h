@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "ops/mpi_communicator.h"
+#include "ops/allreduce_algorithm.h"
 
 namespace arcreduce {
 

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "arcreduce/status.h"
-#include "ops/mpi_communicator.h"
 #include "ops/traffic_estimates.h"
 #include "runtime/mpi_environment.h"
 
