@@ -26,6 +26,9 @@ if [[ "${ARCREDUCE_SKIP_SANITIZERS:-0}" == 1 ]]; then
   echo "sanitize: skipped (ARCREDUCE_SKIP_SANITIZERS=1)"
   exit 0
 fi
+# The switch is these scripts', not the runtime's: the runtime rejects unknown ARCREDUCE_*
+# variables, so the tests below must not inherit it (whatever its value).
+unset ARCREDUCE_SKIP_SANITIZERS
 builds=("$@")
 if ((${#builds[@]} == 0)); then builds=(asan tsan); fi
 supp=$root/tests/sanitizers

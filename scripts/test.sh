@@ -19,4 +19,5 @@ bash "$root/scripts/build.sh"
 # ctest never runs more ranks at once than that budget allows.
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_PARALLEL_LEVEL:-2}" "$@"
 bash "$root/scripts/fuzz.sh"  # libFuzzer targets, FUZZ_SECONDS each (default 15 s, 6 targets)
-ARCREDUCE_SKIP_SANITIZERS=$skip_sanitizers bash "$root/scripts/sanitize.sh"  # ASan+UBSan and TSan builds and their tests (docs/reliability.md)
+if [[ $skip_sanitizers == 1 ]]; then export ARCREDUCE_SKIP_SANITIZERS=1; fi
+bash "$root/scripts/sanitize.sh"  # ASan+UBSan and TSan builds and their tests (docs/reliability.md)
