@@ -142,6 +142,52 @@ void BM_Ef21mArcStreamed(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * c.bytes());
 }
 
+// What one rank does for an efm tensor in the runtime (the gradient reduced in place), two ways.
+// Passes: u = beta u + g, then e += u, the sketch of e, the output zeroed, the selected rows
+// gathered from e (the runtime before the one-pass accumulation). Streamed: one pass forms u
+// and e block by block (64 KiB), sketches the block from cache and zeroes the output's block.
+// Bytes: the gradient's.
+void BM_EfmArcPasses(benchmark::State& state) {
+  ArcCase c(state);
+  std::vector<float> u = gaussian(c.y.size(), 5), e = gaussian(c.y.size(), 6);
+  std::vector<float> vt(c.v.size());
+  for (auto _ : state) {
+    axpby(1.0f, c.y.data(), 0.9f, u.data(), c.y.size());
+    axpby(1.0f, u.data(), 1.0f, e.data(), c.y.size());
+    transpose_projection(c.v.data(), c.m, kSketchRank, vt.data());
+    sketch_transposed(e.data(), c.n, c.m, vt.data(), kSketchRank, c.p.data());
+    c.select();
+    gather_rows(e.data(), c.m, c.rows.data(), c.k, c.packed.data());
+    fill(c.y.data(), c.y.size(), 0.0f);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
+void BM_EfmArcStreamed(benchmark::State& state) {
+  ArcCase c(state);
+  std::vector<float> u = gaussian(c.y.size(), 5), e = gaussian(c.y.size(), 6);
+  std::vector<float> vt(c.v.size()), block;
+  const int64_t block_rows = std::max<int64_t>(1, 16384 / c.m);
+  block.resize(block_rows * c.m);
+  for (auto _ : state) {
+    transpose_projection(c.v.data(), c.m, kSketchRank, vt.data());
+    for (int64_t row = 0; row < c.n; row += block_rows) {
+      const int64_t rows = std::min(block_rows, c.n - row);
+      const int64_t at = row * c.m;
+      accumulate_feedback(c.y.data() + at, u.data() + at, 0.9f, e.data() + at, block.data(),
+                          rows * c.m);
+      std::memset(c.y.data() + at, 0, rows * c.m * sizeof(float));
+      sketch_transposed(block.data(), rows, c.m, vt.data(), kSketchRank,
+                        c.p.data() + row * kSketchRank);
+    }
+    c.select();
+    gather_rows(e.data(), c.m, c.rows.data(), c.k, c.packed.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * c.bytes());
+}
+
 void BM_MomentumDiffRestart(benchmark::State& state) {
   const size_t n = state.range(0);
   auto g = gaussian(n, 4), v = gaussian(n, 5);
@@ -257,6 +303,8 @@ BENCHMARK(BM_GatherRows)->Apply(matrix_shapes);
 BENCHMARK(BM_ScatterRows)->Apply(matrix_shapes);
 BENCHMARK(BM_ArcCompress)->Apply(matrix_shapes);
 BENCHMARK(BM_Ef21mArcStreamed)->Apply(matrix_shapes);
+BENCHMARK(BM_EfmArcPasses)->Apply(matrix_shapes);
+BENCHMARK(BM_EfmArcStreamed)->Apply(matrix_shapes);
 BENCHMARK(BM_FillGaussian)->ArgName("n")->Arg(384 * kSketchRank)->Arg(1536 * kSketchRank);
 BENCHMARK(BM_MemcpyElements)->Apply(element_counts);
 BENCHMARK(BM_TopKAbs)->Apply(element_counts);

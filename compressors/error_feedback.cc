@@ -33,6 +33,33 @@ void zero_outside_rows(const CompressTensor& c, float* y) {
   kernels::fill(y + done, c.elements - done, 0.0f);
 }
 
+// ef14 and efm's x = (g or u) + e, formed while a compressor that accepts lazy input streams
+// it: one pass updates u and e (which becomes x) and hands x over, so the sketch reads it from
+// cache instead of memory. The same pass zeroes the block of the decorator's output, which the
+// compressor writes only after the whole stream (it may alias g, whose block has been read by
+// then): what the compressor reports on its rows then completes the output, without a pass of
+// zeros of its own.
+class AccumulateStream final : public LazyInput {
+ public:
+  AccumulateStream(const float* g, float* u, float beta, float* e, float* output)
+      : g_(g), u_(u), beta_(beta), e_(e), output_(output) {}
+  void stream(size_t begin, size_t end, float* out) override {
+    const size_t n = end - begin;
+    kernels::accumulate_feedback(g_ + begin, u_ ? u_ + begin : nullptr, beta_, e_ + begin, out, n);
+    if (output_ && n) std::memset(output_ + begin, 0, n * sizeof(float));
+  }
+  void gather_rows(const int64_t* rows, int64_t k, int64_t row_length, float* packed) override {
+    kernels::gather_rows(e_, row_length, rows, k, packed);  // e holds x after the stream
+  }
+
+ private:
+  const float* g_;
+  float* u_;  // null for ef14
+  float beta_;
+  float* e_;
+  float* output_;
+};
+
 }  // namespace
 
 std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
@@ -60,12 +87,13 @@ void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext&
   }
 }
 
-// ef14 and efm form x in the residual's own memory (e += g, or e += u), hand e to the inner
-// compressor as its input, and afterwards take this rank's contribution back out of it
-// (e -= C_i(x)) only on the rows a row-sparse compressor reports: two passes over the tensor
-// instead of seven, with the same arithmetic (float addition commutes), so the results are bit
-// for bit those of forming x in a scratch buffer. If a collective fails, e holds x: the job
-// ends with that error anyway.
+// ef14 and efm form x in the residual's own memory (e += g, or u = beta u + g and e += u, in one
+// pass), hand e to the inner compressor as its input (or stream it, AccumulateStream, to one that
+// accepts lazy input: then x never makes a round trip through memory before the sketch), and
+// afterwards take this rank's contribution back out of it (e -= C_i(x)) only on the rows a
+// row-sparse compressor reports: one pass over the tensor instead of seven, with the same
+// arithmetic (float addition commutes), so the results are bit for bit those of forming x in a
+// scratch buffer. If a collective fails, e holds x: the job ends with that error anyway.
 void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   const bool momentum = kind_ == Kind::kEfm;
   const float beta = 1.0f - static_cast<float>(ctx.config.ef_momentum);
@@ -79,36 +107,43 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
   std::vector<CompressTensor> inner, warm;
   std::vector<size_t> inner_of;
   std::vector<TensorState*> state(bucket.size());  // the store's entries do not move
+  const bool lazy = inner_->accepts_lazy_input();
+  std::vector<AccumulateStream> streams;  // lazy: one per inner tensor
+  streams.reserve(bucket.size());         // inner[j].lazy points into it
   for (size_t i = 0; i < bucket.size(); ++i) {
     TensorState& s = *(state[i] = &store_.get(bucket[i].name, bucket[i].elements));
     if (s.e.size() != s.elements) s.e.assign(s.elements, 0.0f);
     const size_t n = bucket[i].elements;
-    const float* source = bucket[i].input;
-    if (momentum) {
-      // The velocity lives in v. ef21m's v (a normalised average, kept with h and hbar) is not
-      // one: a state that holds h was ef21m's, and efm starts its velocity over.
-      if (!s.ef_started || s.v.size() != n || !s.h.empty()) {
-        s.v.assign(n, 0.0f);
-        s.h.clear();
-        s.hbar.clear();
-      }
-      kernels::axpby(1.0f, bucket[i].input, beta, s.v.data(), n);  // u = beta u + g
-      source = s.v.data();
+    // The velocity lives in v. ef21m's v (a normalised average, kept with h and hbar) is not one:
+    // a state that holds h was ef21m's, and efm starts its velocity over.
+    if (momentum && (!s.ef_started || s.v.size() != n || !s.h.empty())) {
+      s.v.assign(n, 0.0f);
+      s.h.clear();
+      s.hbar.clear();
     }
-    kernels::axpby(1.0f, source, 1.0f, s.e.data(), n);  // e becomes x = (g or u) + e
+    float* u = momentum ? s.v.data() : nullptr;
     CompressTensor c = bucket[i];
     c.input = s.e.data();
     c.contribution = own_.at(at[i]);
     // The executor sends every reduction of an efm tensor here, so its compressed-step count is
     // its reduction count.
     if (momentum && static_cast<int64_t>(bucket[i].step) < ctx.config.warmup_steps) {
+      // u = beta u + g, e becomes x = u + e
+      kernels::accumulate_feedback(bucket[i].input, u, beta, s.e.data(), nullptr, n);
       warm.push_back(c);
-    } else {
-      // Row-sparse results are welcome: the decorator completes the output itself.
-      c.allow_sparse = true;
-      inner.push_back(c);
-      inner_of.push_back(i);
+      continue;
     }
+    // Row-sparse results are welcome: the decorator completes the output itself.
+    c.allow_sparse = true;
+    if (lazy) {
+      streams.emplace_back(bucket[i].input, u, beta, s.e.data(), c.output);
+      c.input = nullptr;
+      c.lazy = &streams.back();
+    } else {
+      kernels::accumulate_feedback(bucket[i].input, u, beta, s.e.data(), nullptr, n);
+    }
+    inner.push_back(c);
+    inner_of.push_back(i);
   }
   if (!warm.empty()) {
     ctx.stats.warmup_tensors += warm.size();
@@ -148,7 +183,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     }
     const auto m = static_cast<size_t>(c.row_length);
     for (int64_t row : c.rows) settle(static_cast<size_t>(row) * m, m);
-    zero_outside_rows(c, c.output);  // the decorator's output is complete
+    if (!c.lazy) zero_outside_rows(c, c.output);  // a stream zeroed it (AccumulateStream)
     float* out = bucket[inner_of[j]].contribution;
     if (out) zero_outside_rows(c, out);  // the copy above has the rows; the rest was unwritten
   }

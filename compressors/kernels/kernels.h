@@ -71,6 +71,11 @@ void scale(float* y, size_t n, float alpha);  // y *= alpha
 void axpby(float a, const float* x, float b, float* y, size_t n);
 // out = x - y.
 void subtract(const float* x, const float* y, float* out, size_t n);
+// Error feedback's accumulation in one pass, host only: with u, u = g + beta * u and then
+// e = u + e (efm); with u null, e = g + e (ef14); then x = e where x is not null. The same IEEE
+// operations as axpby(1, g, beta, u) followed by axpby(1, u, 1, e), so the results are bit for
+// bit those of the two passes. None of g, u, e and x overlap.
+void accumulate_feedback(const float* g, float* u, float beta, float* e, float* x, size_t n);
 // The EF21M pre-step in one pass: v = (1 - eta) * v + eta * g, then diff = v - h.
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n);
 // momentum_diff, and out = hbar in the same pass (EF21M's output restarts from the old global

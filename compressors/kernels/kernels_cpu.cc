@@ -93,6 +93,47 @@ void axpby(float a, const float* x, float b, float* y, size_t n) {
 void subtract(const float* x, const float* y, float* out, size_t n) {
   impl::subtract(host(), x, y, out, n);
 }
+namespace {
+// One loop per case, each with restrict pointers so that the compiler vectorises it.
+void accumulate_momentum(const float* __restrict g, float* __restrict u, float beta,
+                         float* __restrict e, float* __restrict x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float ui = 1.0f * g[i] + beta * u[i];
+    u[i] = ui;
+    const float ei = 1.0f * ui + 1.0f * e[i];
+    e[i] = ei;
+    x[i] = ei;
+  }
+}
+void accumulate_momentum(const float* __restrict g, float* __restrict u, float beta,
+                         float* __restrict e, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float ui = 1.0f * g[i] + beta * u[i];
+    u[i] = ui;
+    e[i] = 1.0f * ui + 1.0f * e[i];
+  }
+}
+void accumulate_gradient(const float* __restrict g, float* __restrict e, float* __restrict x,
+                         size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float ei = 1.0f * g[i] + 1.0f * e[i];
+    e[i] = ei;
+    x[i] = ei;
+  }
+}
+}  // namespace
+
+void accumulate_feedback(const float* g, float* u, float beta, float* e, float* x, size_t n) {
+  if (u && x) {
+    accumulate_momentum(g, u, beta, e, x, n);
+  } else if (u) {
+    accumulate_momentum(g, u, beta, e, n);
+  } else if (x) {
+    accumulate_gradient(g, e, x, n);
+  } else {
+    axpby(1.0f, g, 1.0f, e, n);
+  }
+}
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
   impl::momentum_diff(host(), g, v, h, eta, diff, n);
 }

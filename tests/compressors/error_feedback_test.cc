@@ -184,6 +184,87 @@ TEST(Ef21, LazyDifferenceMatchesStoredDifference) {
   }
 }
 
+// ARC under ef14 and efm takes its input lazily too (x = g + e, or u = beta u + g and x = u + e,
+// formed while it is sketched, and the output zeroed in the same pass). Outputs, contributions
+// and state must equal, bit for bit, those of the stored path, with the output reduced in place
+// over the gradient as the runtime does and without, with and without momentum-factor masking,
+// through efm's dense warm-up, on all three ARC paths.
+TEST(Ef14, LazyAccumulationMatchesStoredAccumulation) {
+  const std::vector<TensorSpec> tensors = {{"sketch", {40, 10}}, {"exact", {25, 2}}, {"bias", {7}}};
+  for (const char* ef : {"ef14", "efm"}) {
+    for (bool masking : {false, true}) {
+      for (bool in_place : {false, true}) {
+        Config c = config();
+        c.ef_masking = masking;
+        c.warmup_steps = 1;  // efm's first step is its dense warm-up
+        const int world = 3, steps = 4;
+        const CompressionSpec spec{"arctopk", 0.2, ef, ""};
+        // [eager?][rank][tensor] outputs and contributions of the last step, and the stores.
+        std::vector<std::vector<std::vector<float>>> out[2], own[2];
+        std::vector<StateStore> stores[2] = {std::vector<StateStore>(world),
+                                             std::vector<StateStore>(world)};
+        for (int eager = 0; eager < 2; ++eager) {
+          out[eager].assign(world, {});
+          own[eager].assign(world, {});
+          run_ranks(world, [&](Communicator& comm) {
+            const int rank = comm.rank();
+            StateStore& store = stores[eager][rank];
+            std::unique_ptr<Compressor> inner = make_compressor("arctopk");
+            if (eager) inner = std::make_unique<EagerOnly>(std::move(inner));
+            auto pipeline = with_error_feedback(std::move(inner), ef, store);
+            CompressorStats stats;
+            Logger log = make_logger(rank, "error");
+            for (int step = 0; step < steps; ++step) {
+              auto& data = out[eager][rank];
+              auto& mine = own[eager][rank];
+              std::vector<std::vector<float>> in(tensors.size());
+              data.assign(tensors.size(), {});
+              mine.assign(tensors.size(), {});
+              std::vector<CompressTensor> bucket(tensors.size());
+              for (size_t t = 0; t < tensors.size(); ++t) {
+                const size_t n = tensors[t].elements();
+                for (size_t i = 0; i < n; ++i) in[t].push_back(smooth_input(rank, t, i, step));
+                data[t] = in_place ? in[t] : std::vector<float>(n, std::nanf(""));
+                mine[t].assign(n, std::nanf(""));
+                CompressTensor& b = bucket[t];
+                b.name = tensors[t].name;
+                b.shape = tensors[t].shape;
+                b.elements = n;
+                b.step = store.get(b.name, n).compressed_steps;
+                b.output = data[t].data();
+                b.input = in_place ? b.output : in[t].data();
+                b.contribution = in_place ? nullptr : mine[t].data();  // the runtime asks none
+              }
+              CompressContext ctx{comm, c, spec, stats, log};
+              pipeline->reduce(bucket, ctx);
+              for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
+            }
+          });
+        }
+        const std::string what =
+            std::string(ef) + (masking ? " masking" : "") + (in_place ? " in place" : " separate");
+        for (int r = 0; r < world; ++r) {
+          ASSERT_EQ(out[0][r], out[1][r]) << what << " rank " << r;
+          if (!in_place) {
+            for (size_t t = 0; t < tensors.size(); ++t) {
+              ASSERT_TRUE(same_bits(own[0][r][t], own[1][r][t])) << what << " rank " << r;
+            }
+          }
+          for (const auto& t : tensors) {
+            const TensorState& lazy = stores[0][r].get(t.name, t.elements());
+            const TensorState& eager = stores[1][r].get(t.name, t.elements());
+            EXPECT_EQ(lazy.e, eager.e) << what << " " << t.name;
+            EXPECT_EQ(lazy.v, eager.v) << what << " " << t.name;
+          }
+        }
+        // Every rank holds the same result, and the sketched tensor is row-sparse.
+        for (int r = 1; r < world; ++r) EXPECT_EQ(out[0][r], out[0][0]) << what;
+        EXPECT_EQ(nonzero_rows(out[0][0][0], 10).size(), 8u) << what;  // k = 0.2 * 40
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace arcreduce

@@ -81,6 +81,28 @@ TEST(ElementWise, MomentumDiffIsMomentumThenDifference) {
   }
 }
 
+// The one-pass accumulation of ef14 and efm against the two axpby passes it replaces, bit for
+// bit, in each of its four forms (with or without the velocity, with or without x).
+TEST(ElementWise, AccumulateFeedbackIsTheTwoAxpbyPasses) {
+  for (size_t n : {0u, 1u, 7u, 1001u}) {
+    const auto g = random_floats(n, 41), u0 = random_floats(n, 42), e0 = random_floats(n, 43);
+    const float beta = 0.9f;
+    for (bool momentum : {false, true}) {
+      std::vector<float> u_want = u0, e_want = e0;
+      if (momentum) axpby(1.0f, g.data(), beta, u_want.data(), n);
+      axpby(1.0f, momentum ? u_want.data() : g.data(), 1.0f, e_want.data(), n);
+      for (bool with_x : {false, true}) {
+        std::vector<float> u = u0, e = e0, x(n, -1.0f);
+        accumulate_feedback(g.data(), momentum ? u.data() : nullptr, beta, e.data(),
+                            with_x ? x.data() : nullptr, n);
+        EXPECT_EQ(u, momentum ? u_want : u0) << n << " " << momentum << " " << with_x;
+        EXPECT_EQ(e, e_want) << n << " " << momentum << " " << with_x;
+        EXPECT_EQ(x, with_x ? e_want : std::vector<float>(n, -1.0f)) << n << " " << momentum;
+      }
+    }
+  }
+}
+
 // Values that exercise rounding, subnormals, overflow and NaN in every 16-bit format.
 std::vector<float> cast_inputs() {
   auto v = random_floats(997, 23, 100.0f);
