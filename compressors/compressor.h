@@ -31,8 +31,9 @@ class LazyInput {
  public:
   virtual ~LazyInput() = default;
   // Values [begin, end) into out. A compressor that receives a LazyInput must stream every
-  // element exactly once, in increasing order, before any gather_rows(): streaming may advance
-  // state (EF21M's momentum).
+  // element exactly once, in increasing order, before any gather_rows(), and write the tensor's
+  // output only after its whole stream: streaming may advance state (EF21M's momentum, efm's
+  // velocity) and may write the output (its old hbar, or zeros).
   virtual void stream(size_t begin, size_t end, float* out) = 0;
   // Rows `rows` (k of them, `row_length` values each) into packed (k x row_length), after the
   // stream.
