@@ -112,6 +112,22 @@ void BM_ArcCompress(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * c.bytes());
 }
 
+// Streams c's matrix in 64 KiB row blocks as the runtime's lazy inputs do: per block,
+// produce(at, count) fills `block` with its `count` values starting at element `at`, and the
+// block is sketched from cache.
+template <class Produce>
+void sketch_streamed(ArcCase& c, const std::vector<float>& vt, std::vector<float>& block,
+                     Produce produce) {
+  const int64_t block_rows = std::max<int64_t>(1, 16384 / c.m);
+  block.resize(block_rows * c.m);
+  for (int64_t row = 0; row < c.n; row += block_rows) {
+    const int64_t rows = std::min(block_rows, c.n - row);
+    produce(row * c.m, rows * c.m);
+    sketch_transposed(block.data(), rows, c.m, vt.data(), kSketchRank,
+                      c.p.data() + row * kSketchRank);
+  }
+}
+
 // What one rank does for an EF21M tensor in the runtime: the momentum pass streams the
 // difference block by block (64 KiB) into the sketch and restarts the output from hbar, then
 // selection and the gather of the selected rows of v - h. Bytes: the gradient's.
@@ -120,18 +136,12 @@ void BM_Ef21mArcStreamed(benchmark::State& state) {
   std::vector<float> v = gaussian(c.y.size(), 5), h = gaussian(c.y.size(), 6);
   const std::vector<float> hbar = gaussian(c.y.size(), 7);
   std::vector<float> vt(c.v.size()), block;
-  const int64_t block_rows = std::max<int64_t>(1, 16384 / c.m);
-  block.resize(block_rows * c.m);
   for (auto _ : state) {
     transpose_projection(c.v.data(), c.m, kSketchRank, vt.data());
-    for (int64_t row = 0; row < c.n; row += block_rows) {
-      const int64_t rows = std::min(block_rows, c.n - row);
-      const int64_t at = row * c.m;
+    sketch_streamed(c, vt, block, [&](int64_t at, int64_t count) {
       momentum_diff_restart(c.y.data() + at, v.data() + at, h.data() + at, hbar.data() + at, 0.1f,
-                            block.data(), c.y.data() + at, rows * c.m);
-      sketch_transposed(block.data(), rows, c.m, vt.data(), kSketchRank,
-                        c.p.data() + row * kSketchRank);
-    }
+                            block.data(), c.y.data() + at, count);
+    });
     c.select();
     for (int64_t j = 0; j < c.k; ++j) {
       const int64_t at = c.rows[j] * c.m;
@@ -168,19 +178,12 @@ void BM_EfmArcStreamed(benchmark::State& state) {
   ArcCase c(state);
   std::vector<float> u = gaussian(c.y.size(), 5), e = gaussian(c.y.size(), 6);
   std::vector<float> vt(c.v.size()), block;
-  const int64_t block_rows = std::max<int64_t>(1, 16384 / c.m);
-  block.resize(block_rows * c.m);
   for (auto _ : state) {
     transpose_projection(c.v.data(), c.m, kSketchRank, vt.data());
-    for (int64_t row = 0; row < c.n; row += block_rows) {
-      const int64_t rows = std::min(block_rows, c.n - row);
-      const int64_t at = row * c.m;
-      accumulate_feedback(c.y.data() + at, u.data() + at, 0.9f, e.data() + at, block.data(),
-                          rows * c.m);
-      std::memset(c.y.data() + at, 0, rows * c.m * sizeof(float));
-      sketch_transposed(block.data(), rows, c.m, vt.data(), kSketchRank,
-                        c.p.data() + row * kSketchRank);
-    }
+    sketch_streamed(c, vt, block, [&](int64_t at, int64_t count) {
+      accumulate_feedback(c.y.data() + at, u.data() + at, 0.9f, e.data() + at, block.data(), count);
+      std::memset(c.y.data() + at, 0, count * sizeof(float));
+    });
     c.select();
     gather_rows(e.data(), c.m, c.rows.data(), c.k, c.packed.data());
     benchmark::ClobberMemory();
