@@ -121,6 +121,57 @@ class EagerOnly : public Compressor {
   std::unique_ptr<Compressor> inner_;
 };
 
+// One run of ARC-Top-K under error feedback `ef` on `world` ranks for `steps` steps, with its
+// lazy input hidden (eager) or not: each rank's outputs and contributions of the last step, and
+// the stores. In place, the output is the gradient's memory, as the runtime reduces fp32, and no
+// contribution is asked for (as the runtime asks none); otherwise both are separate buffers.
+struct ArcRun {
+  std::vector<std::vector<std::vector<float>>> out, own;  // [rank][tensor]
+  std::vector<StateStore> stores;
+};
+ArcRun run_arc(int world, int steps, const char* ef, const Config& c, const CompressionSpec& spec,
+               const std::vector<TensorSpec>& tensors, bool eager, bool in_place) {
+  ArcRun run;
+  run.out.assign(world, {});
+  run.own.assign(world, {});
+  run.stores = std::vector<StateStore>(world);
+  run_ranks(world, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    StateStore& store = run.stores[rank];
+    std::unique_ptr<Compressor> inner = make_compressor("arctopk");
+    if (eager) inner = std::make_unique<EagerOnly>(std::move(inner));
+    auto pipeline = with_error_feedback(std::move(inner), ef, store);
+    CompressorStats stats;
+    Logger log = make_logger(rank, "error");
+    for (int step = 0; step < steps; ++step) {
+      auto& data = run.out[rank];
+      auto& mine = run.own[rank];
+      std::vector<std::vector<float>> in(tensors.size());
+      data.assign(tensors.size(), {});
+      mine.assign(tensors.size(), {});
+      std::vector<CompressTensor> bucket(tensors.size());
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const size_t n = tensors[t].elements();
+        for (size_t i = 0; i < n; ++i) in[t].push_back(smooth_input(rank, t, i, step));
+        data[t] = in_place ? in[t] : std::vector<float>(n, std::nanf(""));
+        mine[t].assign(n, std::nanf(""));
+        CompressTensor& b = bucket[t];
+        b.name = tensors[t].name;
+        b.shape = tensors[t].shape;
+        b.elements = n;
+        b.step = store.get(b.name, n).compressed_steps;
+        b.output = data[t].data();
+        b.input = in_place ? b.output : in[t].data();
+        b.contribution = in_place ? nullptr : mine[t].data();
+      }
+      CompressContext ctx{comm, c, spec, stats, log};
+      pipeline->reduce(bucket, ctx);
+      for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
+    }
+  });
+  return run;
+}
+
 // ARC under EF21/EF21M takes its input lazily (the difference is streamed while it is sketched,
 // and the output starts as the old hbar in the same pass). That must change nothing: outputs and
 // state equal, bit for bit, those of the stored-difference path, with the output reduced in
@@ -134,52 +185,20 @@ TEST(Ef21, LazyDifferenceMatchesStoredDifference) {
       c.ef_init = init;
       const int world = 3, steps = 4;
       const CompressionSpec spec{"arctopk", 0.2, ef, ""};
-      // [eager?][rank][tensor] outputs of the last step, and the stores.
-      std::vector<std::vector<std::vector<float>>> out[2];
-      std::vector<StateStore> stores[2] = {std::vector<StateStore>(world),
-                                           std::vector<StateStore>(world)};
-      for (int eager = 0; eager < 2; ++eager) {
-        out[eager].assign(world, {});
-        run_ranks(world, [&](Communicator& comm) {
-          const int rank = comm.rank();
-          StateStore& store = stores[eager][rank];
-          std::unique_ptr<Compressor> inner = make_compressor("arctopk");
-          if (eager) inner = std::make_unique<EagerOnly>(std::move(inner));
-          auto pipeline = with_error_feedback(std::move(inner), ef, store);
-          CompressorStats stats;
-          Logger log = make_logger(rank, "error");
-          for (int step = 0; step < steps; ++step) {
-            auto& data = out[eager][rank];
-            data.assign(tensors.size(), {});
-            std::vector<CompressTensor> bucket(tensors.size());
-            for (size_t t = 0; t < tensors.size(); ++t) {
-              const size_t n = tensors[t].elements();
-              for (size_t i = 0; i < n; ++i) data[t].push_back(smooth_input(rank, t, i, step));
-              CompressTensor& b = bucket[t];
-              b.name = tensors[t].name;
-              b.shape = tensors[t].shape;
-              b.elements = n;
-              b.step = store.get(b.name, n).compressed_steps;
-              b.input = b.output = data[t].data();  // in place, as the runtime reduces fp32
-            }
-            CompressContext ctx{comm, c, spec, stats, log};
-            pipeline->reduce(bucket, ctx);
-            for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
-          }
-        });
-      }
+      ArcRun lazy = run_arc(world, steps, ef, c, spec, tensors, false, true);
+      ArcRun eager = run_arc(world, steps, ef, c, spec, tensors, true, true);
       for (int r = 0; r < world; ++r) {
-        ASSERT_EQ(out[0][r], out[1][r]) << ef << " " << init << " rank " << r;
+        ASSERT_EQ(lazy.out[r], eager.out[r]) << ef << " " << init << " rank " << r;
         for (const auto& t : tensors) {
-          const TensorState& lazy = stores[0][r].get(t.name, t.elements());
-          const TensorState& eager = stores[1][r].get(t.name, t.elements());
-          EXPECT_EQ(lazy.h, eager.h) << ef << " " << init << " " << t.name;
-          EXPECT_EQ(lazy.hbar, eager.hbar) << ef << " " << init << " " << t.name;
-          EXPECT_EQ(lazy.v, eager.v) << ef << " " << init << " " << t.name;
+          const TensorState& a = lazy.stores[r].get(t.name, t.elements());
+          const TensorState& b = eager.stores[r].get(t.name, t.elements());
+          EXPECT_EQ(a.h, b.h) << ef << " " << init << " " << t.name;
+          EXPECT_EQ(a.hbar, b.hbar) << ef << " " << init << " " << t.name;
+          EXPECT_EQ(a.v, b.v) << ef << " " << init << " " << t.name;
         }
       }
       // Every rank holds the same result.
-      for (int r = 1; r < world; ++r) EXPECT_EQ(out[0][r], out[0][0]);
+      for (int r = 1; r < world; ++r) EXPECT_EQ(lazy.out[r], lazy.out[0]);
     }
   }
 }
@@ -199,67 +218,27 @@ TEST(Ef14, LazyAccumulationMatchesStoredAccumulation) {
         c.warmup_steps = 1;  // efm's first step is its dense warm-up
         const int world = 3, steps = 4;
         const CompressionSpec spec{"arctopk", 0.2, ef, ""};
-        // [eager?][rank][tensor] outputs and contributions of the last step, and the stores.
-        std::vector<std::vector<std::vector<float>>> out[2], own[2];
-        std::vector<StateStore> stores[2] = {std::vector<StateStore>(world),
-                                             std::vector<StateStore>(world)};
-        for (int eager = 0; eager < 2; ++eager) {
-          out[eager].assign(world, {});
-          own[eager].assign(world, {});
-          run_ranks(world, [&](Communicator& comm) {
-            const int rank = comm.rank();
-            StateStore& store = stores[eager][rank];
-            std::unique_ptr<Compressor> inner = make_compressor("arctopk");
-            if (eager) inner = std::make_unique<EagerOnly>(std::move(inner));
-            auto pipeline = with_error_feedback(std::move(inner), ef, store);
-            CompressorStats stats;
-            Logger log = make_logger(rank, "error");
-            for (int step = 0; step < steps; ++step) {
-              auto& data = out[eager][rank];
-              auto& mine = own[eager][rank];
-              std::vector<std::vector<float>> in(tensors.size());
-              data.assign(tensors.size(), {});
-              mine.assign(tensors.size(), {});
-              std::vector<CompressTensor> bucket(tensors.size());
-              for (size_t t = 0; t < tensors.size(); ++t) {
-                const size_t n = tensors[t].elements();
-                for (size_t i = 0; i < n; ++i) in[t].push_back(smooth_input(rank, t, i, step));
-                data[t] = in_place ? in[t] : std::vector<float>(n, std::nanf(""));
-                mine[t].assign(n, std::nanf(""));
-                CompressTensor& b = bucket[t];
-                b.name = tensors[t].name;
-                b.shape = tensors[t].shape;
-                b.elements = n;
-                b.step = store.get(b.name, n).compressed_steps;
-                b.output = data[t].data();
-                b.input = in_place ? b.output : in[t].data();
-                b.contribution = in_place ? nullptr : mine[t].data();  // the runtime asks none
-              }
-              CompressContext ctx{comm, c, spec, stats, log};
-              pipeline->reduce(bucket, ctx);
-              for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
-            }
-          });
-        }
+        ArcRun lazy = run_arc(world, steps, ef, c, spec, tensors, false, in_place);
+        ArcRun eager = run_arc(world, steps, ef, c, spec, tensors, true, in_place);
         const std::string what =
             std::string(ef) + (masking ? " masking" : "") + (in_place ? " in place" : " separate");
         for (int r = 0; r < world; ++r) {
-          ASSERT_EQ(out[0][r], out[1][r]) << what << " rank " << r;
+          ASSERT_EQ(lazy.out[r], eager.out[r]) << what << " rank " << r;
           if (!in_place) {
             for (size_t t = 0; t < tensors.size(); ++t) {
-              ASSERT_TRUE(same_bits(own[0][r][t], own[1][r][t])) << what << " rank " << r;
+              ASSERT_TRUE(same_bits(lazy.own[r][t], eager.own[r][t])) << what << " rank " << r;
             }
           }
           for (const auto& t : tensors) {
-            const TensorState& lazy = stores[0][r].get(t.name, t.elements());
-            const TensorState& eager = stores[1][r].get(t.name, t.elements());
-            EXPECT_EQ(lazy.e, eager.e) << what << " " << t.name;
-            EXPECT_EQ(lazy.v, eager.v) << what << " " << t.name;
+            const TensorState& a = lazy.stores[r].get(t.name, t.elements());
+            const TensorState& b = eager.stores[r].get(t.name, t.elements());
+            EXPECT_EQ(a.e, b.e) << what << " " << t.name;
+            EXPECT_EQ(a.v, b.v) << what << " " << t.name;
           }
         }
         // Every rank holds the same result, and the sketched tensor is row-sparse.
-        for (int r = 1; r < world; ++r) EXPECT_EQ(out[0][r], out[0][0]) << what;
-        EXPECT_EQ(nonzero_rows(out[0][0][0], 10).size(), 8u) << what;  // k = 0.2 * 40
+        for (int r = 1; r < world; ++r) EXPECT_EQ(lazy.out[r], lazy.out[0]) << what;
+        EXPECT_EQ(nonzero_rows(lazy.out[0][0], 10).size(), 8u) << what;  // k = 0.2 * 40
       }
     }
   }
