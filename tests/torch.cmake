@@ -39,7 +39,7 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 240 LABELS "torch;mpi;example" 
 
 # Example 05: a tiny transformer trains a few steps on 2 ranks with every exchange, and rank 0
 # prints its curve (the corpus comes from Debian's fortunes package, see install-deps.sh).
-foreach(_variant dense arctopk ddp ddp-powersgd floor)
+foreach(_variant dense arctopk topk randk ddp ddp-powersgd floor)
   set(_name example_05_char_transformer_${_variant}_np2)
   add_test(NAME ${_name}
     COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531

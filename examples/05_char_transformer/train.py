@@ -1,9 +1,10 @@
 """Data-parallel training of a small decoder-only transformer, a character-level language model
-of Debian's `fortunes` corpus (corpus.py), with one of five gradient exchanges:
+of Debian's `fortunes` corpus (corpus.py), with one of seven gradient exchanges:
 
   dense         arcreduce.torch DistributedOptimizer, no compression
   arctopk       arcreduce.torch DistributedOptimizer, the runtime's compression (ARC-Top-K and
                 its defaults unless ARCREDUCE_* or --compress-ratio / --error-feedback say more)
+  topk, randk   the same with the runtime's All-Gather Top-K or shared Rand-K instead
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD hook (rank --powersgd-rank)
   floor         no communication at all: each rank trains its own copy (the compute floor)
@@ -35,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "04_pytorch_fashion_mnist"))
 from train import ArcreduceExchange, DdpExchange  # noqa: E402  (examples/04's exchanges)
 
-VARIANTS = ("dense", "arctopk", "ddp", "ddp-powersgd", "floor")
+VARIANTS = ("dense", "arctopk", "topk", "randk", "ddp", "ddp-powersgd", "floor")
 
 
 class Block(nn.Module):
@@ -93,9 +94,10 @@ def parse_args():
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--compress-ratio", type=float, default=None,
-                   help="arctopk: fraction kept (default: ARCREDUCE_COMPRESS_RATIO)")
+                   help="arctopk, topk, randk: fraction kept (default: ARCREDUCE_COMPRESS_RATIO)")
     p.add_argument("--error-feedback", default=None,
-                   help="arctopk: none, ef14, ef21, ef21m, efm (default: ARCREDUCE_ERROR_FEEDBACK)")
+                   help="arctopk, topk, randk: none, ef14, ef21, ef21m, efm "
+                        "(default: ARCREDUCE_ERROR_FEEDBACK)")
     p.add_argument("--powersgd-rank", type=int, default=1, help="ddp-powersgd: approximation rank")
     p.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
     p.add_argument("--eval-batches", type=int, default=8,
@@ -181,7 +183,7 @@ def main():
     model = CharTransformer(len(vocabulary), args.context, args.width, args.layers, args.heads)
     if args.variant == "floor":
         exchange = NoExchange(args, model)
-    elif args.variant in ("dense", "arctopk"):
+    elif args.variant in ("dense", "arctopk", "topk", "randk"):
         # An unset --compress-ratio / --error-feedback leaves them to the runtime's configuration.
         exchange = ArcreduceExchange(args, model, make_optimizer=adamw)
     else:
