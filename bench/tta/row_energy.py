@@ -19,6 +19,7 @@ then the same over all those tensors together.
 import argparse
 import importlib.util
 import os
+import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
@@ -30,7 +31,7 @@ MIN_COMPRESS, ROW_LENGTH, SKETCH_RANK = 16384, 256, 4
 
 
 def load_example():
-    import sys
+    """examples/05's train.py (its model and batches) and corpus.py."""
     sys.path.insert(0, EXAMPLE)
     spec = importlib.util.spec_from_file_location("lm_train", os.path.join(EXAMPLE, "train.py"))
     module = importlib.util.module_from_spec(spec)
