@@ -41,7 +41,9 @@ def load_example():
 
 
 def matrix_view(t):
-    """Rows of the tensor's first dimension, split into equal pieces of 128..256 entries."""
+    """Rows of the tensor's first dimension, split into equal pieces of 128..256 entries: the
+    rule of the runtime's arc_matrix_view (compressors/) at ARCREDUCE_ROW_LENGTH=256, which
+    Python cannot call."""
     m = t.reshape(t.shape[0], -1)
     for piece in range(ROW_LENGTH, ROW_LENGTH // 2 - 1, -1):
         if m.shape[1] > ROW_LENGTH and m.shape[1] % piece == 0:
@@ -54,7 +56,7 @@ def kept(g, ratio, generator):
     rows, cols = g.shape
     squares = g * g
     norms = squares.sum(1)
-    k_rows = max(1, round(ratio * rows))
+    k_rows = max(1, int(ratio * rows))  # as the runtime's kept(): max(1, floor(ratio n))
     sketch = (g @ torch.randn(cols, SKETCH_RANK, generator=generator)).pow(2).sum(1)
     by_sketch = sketch.argsort(descending=True)
     order = torch.randperm(rows, generator=generator)
