@@ -12,7 +12,9 @@ energy kept by k = ratio x entries chosen as
   element  the k largest entries (Top-K),
   rows     the ratio x rows of largest norm (ARC-Top-K with an exact sketch),
   sketch   the rows of largest norm in a rank-4 Gaussian sketch (ARC-Top-K's scores),
-  default  half of the rows by sketch, half uniformly at random (ARCREDUCE_RANDOM_ROWS=0.5),
+  default  half of the rows by sketch, half uniformly at random from the others
+           (ARCREDUCE_RANDOM_ROWS=0.5; the runtime draws the random half first and fills up
+           by score, which keeps the same share on average),
   random   rows uniformly at random (Rand-K by rows),
 then the same over all those tensors together.
 """
