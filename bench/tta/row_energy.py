@@ -14,7 +14,7 @@ energy kept by k = ratio x entries chosen as
   sketch   the rows of largest norm in a rank-4 Gaussian sketch (ARC-Top-K's scores),
   default  half of the rows by sketch, half uniformly at random from the others
            (ARCREDUCE_RANDOM_ROWS=0.5; the runtime draws the random half first and fills up
-           by score, which keeps the same share on average),
+           by score, a slightly different draw),
   random   rows uniformly at random (Rand-K by rows),
 then the same over all those tensors together.
 """
