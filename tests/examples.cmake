@@ -53,6 +53,16 @@ if(TARGET train_fashion_mnist)
   set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS mpi PROCESSORS 3
     ENVIRONMENT "${ARCREDUCE_MPI_TEST_ENV};ARCREDUCE_FUSION_THRESHOLD=0")
   list(APPEND _fmnist_tests ${_name})
+  # --step-bench (bench/e2e): its JSON line's durations, waits and medians (3 ranks: the
+  # longest rank of each step is found among an odd number).
+  set(_name example_03_fashion_mnist_step_bench_np3)
+  add_test(NAME ${_name}
+    COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${_mpirun}" -DNP=3
+            -DEXE=$<TARGET_FILE:train_fashion_mnist> -DDATA_DIR=${_fmnist_dir}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/fashion_mnist_step_bench.cmake)
+  set_tests_properties(${_name} PROPERTIES TIMEOUT 120 LABELS mpi PROCESSORS 3
+    ENVIRONMENT "${ARCREDUCE_MPI_TEST_ENV}")
+  list(APPEND _fmnist_tests ${_name})
   if(NOT EXISTS ${_fmnist_dir}/train-images-idx3-ubyte.gz
      AND NOT EXISTS ${_fmnist_dir}/train-images-idx3-ubyte)
     message(STATUS "Fashion-MNIST not found in ${_fmnist_dir}: example 03's training tests "

@@ -149,7 +149,9 @@ def table(rows, meta):
                   f"{meta.get('local_ranks')} ranks on this machine", ""]
     lines += ["Step time per step is the longest rank's; median and p90 over the timed steps. "
               "Bytes, coordinator CPU and collectives per step are rank 0's (arcreduce stats; "
-              "DDP bytes are a ring all-reduce estimate, marked est.).", ""]
+              "DDP bytes are a ring all-reduce estimate, marked est.). Wait: the median over "
+              "the timed steps of the longest rank's time in the gradient wait after backward "
+              "(communication and compression not hidden; the C++ example only).", ""]
     for setting, workload in settings_of(rows):
         group = sorted((r for r in rows if r.get("setting") == setting
                         and r.get("workload") == workload), key=variant_key)
@@ -160,15 +162,15 @@ def table(rows, meta):
                   f"{head.get('parameters', '?')} parameters, batch "
                   f"{head.get('batch_per_rank', '?')} per rank", "",
                   "| variant | program | steps | median ms | p90 ms | vs DDP dense | vs floor | "
-                  "bytes/step | coord. CPU ms/step | collectives/step | held steps |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "wait ms | bytes/step | coord. CPU ms/step | collectives/step | held steps |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         ddp = next((r for r in group if r.get("variant") == "ddp" and "median_s" in r), None)
         floors = {r.get("program"): r for r in group
                   if r.get("variant") in ("floor", "torch-floor") and "median_s" in r}
         for r in group:
             if r.get("failed") or "median_s" not in r:
                 lines.append(f"| {r.get('variant')} | {r.get('program', '')} | failed "
-                             f"(exit {r.get('exit', '?')}) | | | | | | | | |")
+                             f"(exit {r.get('exit', '?')}) | | | | | | | | | |")
                 continue
             floor = floors.get(r.get("program"))
             vs_ddp = f"{r['median_s'] / ddp['median_s']:.2f}x" if ddp else "n/a"
@@ -176,7 +178,7 @@ def table(rows, meta):
             lines.append(
                 f"| {r['variant']} | {r.get('program')} | {r.get('steps')} | "
                 f"{fmt(r['median_s'], 1e3)} | {fmt(r['p90_s'], 1e3)} | {vs_ddp} | {vs_floor} | "
-                f"{fmt_bytes(r)} | {fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
+                f"{fmt(r.get('median_wait_s'), 1e3)} | {fmt_bytes(r)} | {fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
                 f"{fmt(r.get('collectives_per_step'))} | {held(r)} |")
         lines.append("")
     return "\n".join(lines)

@@ -259,6 +259,16 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
   for (size_t i = 0; i < r.step_seconds.size(); ++i) {
     std::fprintf(out, "%s%.6f", i ? ", " : "", r.step_seconds[i]);
   }
+  // The wait of the step's longest rank: the median step's time less its wait is what compute
+  // (forward, backward, optimizer) took while the runtime shared the cores.
+  std::vector<double> waits = r.wait_seconds;
+  std::sort(waits.begin(), waits.end());
+  const size_t w = waits.size();
+  const double median_wait = w == 0 ? 0 : (waits[(w - 1) / 2] + waits[w / 2]) / 2;
+  std::fprintf(out, "], \"median_wait_s\": %.6f, \"wait_s\": [", median_wait);
+  for (size_t i = 0; i < r.wait_seconds.size(); ++i) {
+    std::fprintf(out, "%s%.6f", i ? ", " : "", r.wait_seconds[i]);
+  }
   std::fprintf(out, "]}\n");
   std::fflush(out);
 }

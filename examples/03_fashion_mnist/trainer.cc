@@ -155,21 +155,30 @@ struct Run {
     return r;
   }
 
-  // The training step of train_step() on this rank's batch `step`, timed without gathering.
-  double timed_step(int64_t step, bool communicate) {
+  // The training step of train_step() on this rank's batch `step`, timed without gathering:
+  // the whole step, and the part of it spent in exchange.wait() (communication not hidden).
+  struct StepTime {
+    double total = 0;
+    double wait = 0;
+  };
+  StepTime timed_step(int64_t step, bool communicate) {
     gather_batch(data.train, sharder.batch(step % sharder.steps_per_epoch()), options.batch_size, x,
                  y);
     std::vector<Parameter>& params = model.parameters();
     const Clock::time_point start = Clock::now();
+    StepTime t;
     model.forward(x.data(), y.data(), options.batch_size);
     if (communicate) {
       model.backward([&](size_t i) { exchange.submit(params[i]); });
+      const Clock::time_point wait_start = Clock::now();
       exchange.wait();
+      t.wait = seconds_since(wait_start);
     } else {
       model.backward([](size_t) {});
     }
     sgd.step(params);
-    return seconds_since(start);
+    t.total = seconds_since(start);
+    return t;
   }
 
   // True when every rank's model hash equals the others': per 16-bit chunk c of the hash,
@@ -324,7 +333,7 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
   int64_t step = 0;
   double warmup_seconds = 0;
   for (int i = 0; i < bench.warmup; ++i) {
-    warmup_seconds += run.timed_step(step++, bench.communicate);
+    warmup_seconds += run.timed_step(step++, bench.communicate).total;
   }
 
   // Every rank must time the same number of steps: decide from the mean over ranks.
@@ -337,18 +346,28 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
   }
 
   const Counters before = read_counters();
-  std::vector<double> own(static_cast<size_t>(steps));
+  std::vector<Run::StepTime> own(static_cast<size_t>(steps));
   for (int i = 0; i < steps; ++i) own[i] = run.timed_step(step++, bench.communicate);
   const Counters after = read_counters();
 
-  // All ranks' durations in one exact sum (each rank fills its own slice), then the maximum.
-  std::vector<double> all(static_cast<size_t>(steps) * run.size, 0.0);
-  std::copy(own.begin(), own.end(), all.begin() + static_cast<ptrdiff_t>(steps) * run.rank);
+  // All ranks' durations and waits in one exact sum (each rank fills its own slice), then per
+  // step the longest rank's duration and that rank's wait.
+  const auto per_rank = static_cast<size_t>(2 * steps);
+  std::vector<double> all(per_rank * run.size, 0.0);
+  for (int i = 0; i < steps; ++i) {
+    all[per_rank * run.rank + 2 * i] = own[i].total;
+    all[per_rank * run.rank + 2 * i + 1] = own[i].wait;
+  }
   sum_over_ranks("fashion_mnist.bench.times", all);
   result.step_seconds.assign(static_cast<size_t>(steps), 0.0);
+  result.wait_seconds.assign(static_cast<size_t>(steps), 0.0);
   for (int r = 0; r < run.size; ++r) {
     for (int i = 0; i < steps; ++i) {
-      result.step_seconds[i] = std::max(result.step_seconds[i], all[r * steps + i]);
+      const double total = all[per_rank * r + 2 * i];
+      if (r == 0 || total > result.step_seconds[i]) {
+        result.step_seconds[i] = total;
+        result.wait_seconds[i] = all[per_rank * r + 2 * i + 1];
+      }
     }
   }
   if (run.rank == 0) {  // the negotiation's root; a floor's are not printed

@@ -74,6 +74,9 @@ struct StepBenchOptions {
 struct StepBenchResult {
   int warmup = 0;
   std::vector<double> step_seconds;  // per timed step: the longest of the ranks' durations
+  // Per timed step: how long that longest rank waited for its gradients after backward
+  // (exchange.wait(): the communication and compression that did not overlap); 0 without it.
+  std::vector<double> wait_seconds;
   // Rank 0's runtime counters over the timed steps (zero on other ranks): bytes sent,
   // communication calls (negotiation included), negotiation calls, coordinator thread CPU
   // seconds. Rank 0 is the negotiation's root, so its coordinator works the most.
