@@ -1,5 +1,9 @@
 #include "ops/communicator.h"
 
+#include <string>
+
+#include "arcreduce/status.h"
+
 namespace arcreduce {
 
 size_t scalar_size(ScalarType type) {
@@ -56,6 +60,12 @@ const char* collective_op_name(CollectiveOp op) {
       return "bitor";
   }
   return "unknown";
+}
+
+void require_buffer(const void* buf, size_t bytes, const char* what) {
+  if (buf == nullptr && bytes > 0) {
+    throw Error(std::string(what) + ": null buffer for " + std::to_string(bytes) + " bytes");
+  }
 }
 
 }  // namespace arcreduce

@@ -35,6 +35,9 @@ size_t scalar_size(ScalarType type);
 // Lower-case names for messages ("float32", "sum", ...).
 const char* scalar_type_name(ScalarType type);
 const char* collective_op_name(CollectiveOp op);
+// Throws Error("<what>: null buffer for <bytes> bytes") when buf is null and bytes > 0: the
+// communicators' check of the buffers handed to a collective.
+void require_buffer(const void* buf, size_t bytes, const char* what);
 
 // Bytes this communicator put on / took off its transport; used for Stats.
 struct TrafficCounters {

@@ -16,12 +16,6 @@
 namespace arcreduce {
 namespace {
 
-void require_buffer(const void* buf, size_t bytes, const char* what) {
-  if (buf == nullptr && bytes > 0) {
-    throw Error(std::string(what) + ": null buffer for " + std::to_string(bytes) + " bytes");
-  }
-}
-
 std::vector<char> snapshot(const void* data, size_t bytes) {
   const char* begin = static_cast<const char*>(data);
   return bytes == 0 ? std::vector<char>() : std::vector<char>(begin, begin + bytes);

@@ -24,12 +24,6 @@ constexpr int kGathervTag = 2;
 constexpr int kAlltoallvTag = 3;
 constexpr int kLivenessTag = 4;
 
-void require_buffer(const void* buf, size_t bytes, const char* what) {
-  if (buf == nullptr && bytes > 0) {
-    throw Error(std::string(what) + ": null buffer for " + std::to_string(bytes) + " bytes");
-  }
-}
-
 size_t sum(const std::vector<size_t>& values) {
   size_t total = 0;
   for (size_t v : values) total += v;
