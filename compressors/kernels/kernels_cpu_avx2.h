@@ -1,10 +1,11 @@
-// The sketch built a second time for x86-64 CPUs with AVX2 and FMA (kernels_cpu_avx2.cc), picked
+// The sketch written a second time for x86-64 CPUs with AVX2 and FMA (kernels_cpu_avx2.cc), picked
 // at run time by kernels_cpu.cc. The sketch is the one kernel of the compression pass that is
 // bound by arithmetic rather than memory once the difference is streamed into it.
 //
-// Its results may differ from the portable build's in the last bits (fused multiply-adds, wider
-// partial sums). That is harmless: a rank's sketch only ever enters the summed sketch, which every
-// rank receives identically from the All-Reduce, and one machine always takes the same build.
+// Its results may differ from the portable build's in the last bits (fused multiply-adds, another
+// grouping of the partial sums). That is harmless: a rank's sketch only ever enters the summed
+// sketch, which every rank receives identically from the All-Reduce, and one machine always takes
+// the same build.
 #pragma once
 
 #include <cstdint>
