@@ -34,6 +34,17 @@ std::string gnuplot_quote(const std::string& s) {
   return out + "'";
 }
 
+// The median of an even count is the mean of the middle two, as bench/e2e/make_report.py
+// computes it; 0 for no values.
+double median_of_sorted(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  return n == 0 ? 0 : (sorted[(n - 1) / 2] + sorted[n / 2]) / 2;
+}
+
+void print_seconds(const std::vector<double>& values, std::FILE* out) {
+  for (size_t i = 0; i < values.size(); ++i) std::fprintf(out, "%s%.6f", i ? ", " : "", values[i]);
+}
+
 }  // namespace
 
 std::string display_name(const std::string& compressor) {
@@ -218,9 +229,8 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
   std::vector<double> sorted = r.step_seconds;
   std::sort(sorted.begin(), sorted.end());
   const size_t n = sorted.size();
-  // The median of an even count is the mean of the middle two; p90 is the nearest rank
-  // round(0.9 (n - 1)), as bench/e2e/make_report.py computes them.
-  const double median = n == 0 ? 0 : (sorted[(n - 1) / 2] + sorted[n / 2]) / 2;
+  // p90 is the nearest rank round(0.9 (n - 1)), as bench/e2e/make_report.py computes it.
+  const double median = median_of_sorted(sorted);
   const double p90 = n == 0 ? 0 : sorted[static_cast<size_t>(std::lround(0.9 * (n - 1)))];
   const double steps = n == 0 ? 1 : static_cast<double>(n);
   const TrainOptions& o = job.options;
@@ -256,19 +266,13 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                "\"warmup\": %d, \"steps\": %zu, \"timing\": \"per step, the longest rank\", "
                "\"median_s\": %.6f, \"p90_s\": %.6f, \"step_s\": [",
                r.warmup, n, median, p90);
-  for (size_t i = 0; i < r.step_seconds.size(); ++i) {
-    std::fprintf(out, "%s%.6f", i ? ", " : "", r.step_seconds[i]);
-  }
-  // The wait of the step's longest rank: the median step's time less its wait is what compute
-  // (forward, backward, optimizer) took while the runtime shared the cores.
+  print_seconds(r.step_seconds, out);
+  // Each step's longest rank's wait after backward: the exchange that did not overlap. The rest
+  // of that step is compute (forward, backward, optimizer) on cores shared with the runtime.
   std::vector<double> waits = r.wait_seconds;
   std::sort(waits.begin(), waits.end());
-  const size_t w = waits.size();
-  const double median_wait = w == 0 ? 0 : (waits[(w - 1) / 2] + waits[w / 2]) / 2;
-  std::fprintf(out, "], \"median_wait_s\": %.6f, \"wait_s\": [", median_wait);
-  for (size_t i = 0; i < r.wait_seconds.size(); ++i) {
-    std::fprintf(out, "%s%.6f", i ? ", " : "", r.wait_seconds[i]);
-  }
+  std::fprintf(out, "], \"median_wait_s\": %.6f, \"wait_s\": [", median_of_sorted(waits));
+  print_seconds(r.wait_seconds, out);
   std::fprintf(out, "]}\n");
   std::fflush(out);
 }
