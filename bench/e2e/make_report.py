@@ -178,7 +178,8 @@ def table(rows, meta):
             lines.append(
                 f"| {r['variant']} | {r.get('program')} | {r.get('steps')} | "
                 f"{fmt(r['median_s'], 1e3)} | {fmt(r['p90_s'], 1e3)} | {vs_ddp} | {vs_floor} | "
-                f"{fmt(r.get('median_wait_s'), 1e3)} | {fmt_bytes(r)} | {fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
+                f"{fmt(r.get('median_wait_s'), 1e3)} | {fmt_bytes(r)} | "
+                f"{fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
                 f"{fmt(r.get('collectives_per_step'))} | {held(r)} |")
         lines.append("")
     return "\n".join(lines)
