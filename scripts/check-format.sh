@@ -25,10 +25,17 @@ else
       -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -print0)
 fi
 
+# One clang-format process for all files (one per file spent most of its time starting up); each
+# of its complaints starts with "<file>:<line>:<col>: error:".
+report=$("$clang_format" --dry-run --Werror "${files[@]}" 2>&1 >/dev/null) && status=0 || status=$?
 offenders=()
-for f in "${files[@]}"; do
-  "$clang_format" --dry-run --Werror "$f" >/dev/null 2>&1 || offenders+=("$f")
-done
+while IFS= read -r f; do offenders+=("$f"); done < <(
+  sed -nE 's/^(.+):[0-9]+:[0-9]+: error: .*/\1/p' <<<"$report" | sort -u)
+if ((status != 0 && ${#offenders[@]} == 0)); then
+  echo "check-format: $clang_format failed (exit $status):" >&2
+  head -20 <<<"$report" >&2
+  exit 1
+fi
 
 if ((${#offenders[@]})); then
   echo "check-format: ${#offenders[@]} of ${#files[@]} files need '$clang_format -i':"

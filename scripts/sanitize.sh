@@ -40,16 +40,16 @@ ctest_jobs=${CTEST_PARALLEL_LEVEL:-2}
 TSAN_MPI_TESTS='^(runtime_reinit_while_synchronizing_np[12]|runtime_allreduce_np2|runtime_shutdown_by_all_np2|ops_communicator_ring_np2)$'
 
 # configure_and_build <dir> <sanitizers> [targets...]: -O1 (quicker to compile than the main
-# build's -O2, and the tests still run at a useful speed), -g for the reports' stacks, NDEBUG as
-# in the main build; without CUDA, examples, benchmarks or the fuzz replays (scripts/fuzz.sh runs
-# those parsers under ASan and UBSan already).
+# build's -O2, and the tests still run at a useful speed), -g1 for the reports' stacks, NDEBUG as
+# in the main build, a unity build (docs/reliability.md, "Sanitizers"); without CUDA, examples,
+# benchmarks or the fuzz replays (scripts/fuzz.sh runs those parsers under ASan and UBSan).
 configure_and_build() {
   local dir=$1 sanitizers=$2
   shift 2
   local log=$dir.configure.log
   mkdir -p "$dir"
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" \
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DARCREDUCE_SANITIZE="$sanitizers" \
     -DARCREDUCE_CUDA=OFF -DARCREDUCE_TORCH=OFF -DARCREDUCE_BUILD_EXAMPLES=OFF \
     -DARCREDUCE_BUILD_BENCH=OFF >"$log" 2>&1 || { cat "$log" >&2; return 1; }
