@@ -1,30 +1,36 @@
 #!/usr/bin/env bash
 # Time-to-accuracy benchmark (docs/time-to-accuracy.md): examples/03_fashion_mnist's MLP trained
-# with `train_fashion_mnist --tta`, and examples/04's CNN with `train.py --tta` through
-# arcreduce.torch or PyTorch DDP (evaluation every EVAL_EVERY steps, the clock stopped while it
-# evaluates), for every workload, variant, seed and setting. Per workload, setting and seed,
-# dense trains first for DENSE_EPOCHS epochs; its final accuracy (the mean of the evaluations of
-# its last epoch, which evens out the noise of a single evaluation) minus MARGIN points is the
-# target every other variant trains to, for at most BUDGET_FACTOR times dense's steps. Prints
+# with `train_fashion_mnist --tta`, examples/04's CNN with `train.py --tta` through
+# arcreduce.torch or PyTorch DDP, and examples/05's transformer language model with `train.py
+# --target-loss` (evaluation every EVAL_EVERY steps, LM_EVAL_EVERY for the transformer, the clock
+# stopped while it evaluates), for every workload, variant, seed and setting. Per workload,
+# setting and seed, dense trains first, for DENSE_EPOCHS epochs (the transformer: LM_STEPS
+# steps); its final accuracy (the mean of the evaluations of its last epoch, which evens out the
+# noise of a single evaluation) minus MARGIN points, or for the transformer its final validation
+# loss plus LM_MARGIN, is the target every other variant trains to, for at most BUDGET_FACTOR
+# times dense's steps. Prints
 # every command and its progress; writes OUT_DIR/results.jsonl (one JSON line per run),
 # raw.txt, then table.md and accuracy.png (bench/tta/make_report.py).
 #
 #   bash scripts/bench-tta.sh
 #   WORKLOADS=mlp SETTINGS=local SEEDS=1 VARIANTS="arctopk-default randk" bash scripts/bench-tta.sh
 #   WORKLOADS=cnn SETTINGS=local TEST_SAMPLES=2000 bash scripts/bench-tta.sh
+#   WORKLOADS=lm SETTINGS=local SEEDS=0 OUT_DIR=docs/results/tta-lm bash scripts/bench-tta.sh
 #
 # Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
 # arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults), topk
-# (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN ddp and ddp-powersgd (PyTorch
-# DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn. Settings: local
+# (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
+# ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
+# lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
 # (RANKS ranks on this machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per
 # host, e.g. 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
 # Environment: WORKLOADS ("mlp cnn"), SETTINGS ("local 4x1gbit"), SEEDS ("0 1"), VARIANTS (all
 # above; the MLP skips the DDP ones: examples/03 is C++), RANKS (4), EVAL_EVERY (25),
 # TRAIN_SAMPLES (60000: the first N training examples), TEST_SAMPLES (10000: the first N test
 # examples are evaluated; the CNN's evaluation of all of them takes longer than its training
-# between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), BUDGET_FACTOR (3),
-# RUN_TIMEOUT (1800 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
+# between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), LM_STEPS (600),
+# LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s; the
+# transformer: 3600 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
 # (/usr/bin/python3), DATA_DIR.
 # Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
 set -euo pipefail
@@ -44,6 +50,9 @@ train_samples=${TRAIN_SAMPLES:-60000}
 test_samples=${TEST_SAMPLES:-10000}
 dense_epochs=${DENSE_EPOCHS:-3}
 margin=${MARGIN:-0.5}
+lm_steps=${LM_STEPS:-600}
+lm_eval_every=${LM_EVAL_EVERY:-50}
+lm_margin=${LM_MARGIN:-0.01}
 budget_factor=${BUDGET_FACTOR:-3}
 run_timeout=${RUN_TIMEOUT:-1800}
 python=${PYTHON:-/usr/bin/python3}
@@ -51,9 +60,11 @@ data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers forbid cross-memory attach
 
 cmake --build "$build_dir" -j "$(nproc)" --target arcrun train_fashion_mnist >/dev/null || exit 1
-if [[ " $workloads " == *" cnn "* ]] && ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "bench-tta: $python has no torch: the CNN is skipped (apt-get install python3-torch)" >&2
+if [[ " $workloads " =~ " "(cnn|lm)" " ]] && ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "bench-tta: $python has no torch: the CNN and the transformer are skipped" \
+    "(apt-get install python3-torch)" >&2
   workloads=${workloads//cnn/}
+  workloads=${workloads//lm/}
 fi
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] ||
@@ -85,7 +96,7 @@ variant_flags() {  # workload variant -> the flags of its program
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
     topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
     oktopk | powersgd) echo "$option" "$2" ;;
-    ddp | ddp-powersgd) [[ "$1" == cnn ]] && echo --variant "$2" ;;
+    ddp | ddp-powersgd) [[ "$1" != mlp ]] && echo --variant "$2" ;;
     *) return 1 ;;
   esac
 }
@@ -98,6 +109,7 @@ program_of() {  # workload -> the program and its data flags
   case $1 in
     mlp) echo "$build_dir/examples/03_fashion_mnist/train_fashion_mnist" ;;
     cnn) echo "$python" "$root/examples/04_pytorch_fashion_mnist/train.py" ;;
+    lm) echo "$python" "$root/examples/05_char_transformer/train.py" ;;
   esac
 }
 
@@ -113,11 +125,17 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
     return 0
   fi
   read -r -a command <<<"$(program_of "$workload")"
-  local -a program=("${command[@]}" --tta
-    --seed "$seed" --max-steps "$max_steps" --eval-every "$eval_every"
-    --target-accuracy "$target" --data-dir "$data_dir" --train-samples "$train_samples"
-    --test-samples "$test_samples"
-    "${flags[@]}")
+  local -a program
+  if [[ "$workload" == lm ]]; then
+    program=("${command[@]}" --json --seed "$seed" --steps "$max_steps"
+      --eval-every "$lm_eval_every" --target-loss "$target" "${flags[@]}")
+  else
+    program=("${command[@]}" --tta
+      --seed "$seed" --max-steps "$max_steps" --eval-every "$eval_every"
+      --target-accuracy "$target" --data-dir "$data_dir" --train-samples "$train_samples"
+      --test-samples "$test_samples"
+      "${flags[@]}")
+  fi
   # The runtime's own defaults: no ARCREDUCE_* from this shell.
   local -a clean=(env)
   while IFS='=' read -r var _; do clean+=(-u "$var"); done < <(env | grep '^ARCREDUCE_' || true)
@@ -126,33 +144,43 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
     sed "s#$root/##g; s#$cluster_dir#DIR#g"
   local status=0
   # DDP's rendezvous: a port of its own per run (an earlier run's may still be in TIME_WAIT).
-  timeout "$run_timeout" "${clean[@]}" "$@" -x "MASTER_PORT=$(free_port)" -- "${program[@]}" \
+  local limit=$run_timeout
+  [[ "$workload" != lm ]] || limit=${RUN_TIMEOUT:-3600}
+  timeout "$limit" "${clean[@]}" "$@" -x "MASTER_PORT=$(free_port)" -- "${program[@]}" \
     >"$dir/out" 2>&1 || status=$?
   grep -v '^{"bench"' "$dir/out" || true
   local line
-  line=$(grep -m1 '^{"bench": "tta"' "$dir/out" || true)
+  line=$(grep -m1 -E '^\{"bench": "(tta|lm)"' "$dir/out" || true)
   [[ -n "$line" ]] || line='{"bench": "tta", "failed": true}'
-  "$python" - "$workload" "$setting" "$variant" "$status" "$line" >>"$out_dir/results.jsonl" <<'EOF'
+  "$python" - "$workload" "$setting" "$variant" "$status" "$seed" "$line" \
+    >>"$out_dir/results.jsonl" <<'EOF'
 import json, sys
-workload, setting, variant, status, line = sys.argv[1:]
+workload, setting, variant, status, seed, line = sys.argv[1:]
 row = json.loads(line)
 row.update(workload=workload, setting=setting, variant=variant, exit=int(status))
+row.setdefault("seed", int(seed))
+if "target_loss" in row:  # the transformer: its target is a validation loss
+    row["target"] = row["target_loss"]
 print(json.dumps(row))
 EOF
   ((status == 0)) || echo "bench-tta: $workload $setting seed $seed $variant exited $status"
 }
 
-# dense's target: the mean accuracy of its last epoch's evaluations, less the margin (percent).
+# dense's target and steps: the mean accuracy of its last epoch's evaluations less the margin
+# (percent), or for the transformer its final validation loss times 1 + LM_MARGIN.
 dense_target() {  # workload setting seed
-  "$python" - "$out_dir/results.jsonl" "$1" "$2" "$3" "$margin" <<'EOF'
+  "$python" - "$out_dir/results.jsonl" "$1" "$2" "$3" "$margin" "$lm_margin" <<'EOF'
 import json, sys
 path, workload, setting = sys.argv[1:4]
-seed, margin = int(sys.argv[4]), float(sys.argv[5])
+seed, margin, lm_margin = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 for line in open(path):
     r = json.loads(line)
     if r.get("workload") == workload and r.get("setting") == setting and r.get("seed") == seed \
             and r.get("variant") == "dense" and not r.get("failed"):
         last = r["points"][-1]["step"]
+        if workload == "lm":
+            print(f'{r["points"][-1]["val_loss"] * (1 + lm_margin):.4f} {last}')
+            break
         tail = [p["test_accuracy"] for p in r["points"] if p["step"] > last - r["steps_per_epoch"]]
         print(f"{100 * sum(tail) / len(tail) - margin:.2f} {last}")
         break
@@ -177,6 +205,7 @@ run_workload() {  # workload setting -- launch words...
   [[ "$setting" == local ]] || launch_ranks=${setting%%x*}
   steps_per_epoch=$((train_samples / (64 * launch_ranks)))
   dense_steps=$((dense_epochs * steps_per_epoch))
+  [[ "$workload" != lm ]] || dense_steps=$lm_steps
   for seed in $seeds; do
     echo
     echo "=== $workload, $setting, seed $seed ==="
@@ -185,8 +214,13 @@ run_workload() {  # workload setting -- launch words...
       echo "bench-tta: dense failed on $workload $setting seed $seed: no target" >&2
       continue
     }
-    echo "target: ${target}% (dense's last epoch less $margin points), budget" \
-      "$((budget_factor * dense_steps)) steps"
+    if [[ "$workload" == lm ]]; then
+      echo "target: validation loss $target (dense's final loss + $lm_margin of it), budget" \
+        "$((budget_factor * dense_steps)) steps"
+    else
+      echo "target: ${target}% (dense's last epoch less $margin points), budget" \
+        "$((budget_factor * dense_steps)) steps"
+    fi
     for variant in $variants; do
       [[ "$variant" != dense ]] || continue
       run_one "$workload" "$setting" "$seed" "$variant" "$target" \

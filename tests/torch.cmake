@@ -39,7 +39,7 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 240 LABELS "torch;mpi;example" 
 
 # Example 05: a tiny transformer trains a few steps on 2 ranks with every exchange, and rank 0
 # prints its curve (the corpus comes from Debian's fortunes package, see install-deps.sh).
-foreach(_variant dense arctopk topk randk ddp ddp-powersgd floor)
+foreach(_variant dense arctopk topk randk oktopk powersgd ddp ddp-powersgd floor)
   set(_name example_05_char_transformer_${_variant}_np2)
   add_test(NAME ${_name}
     COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
@@ -49,6 +49,32 @@ foreach(_variant dense arctopk topk randk ddp ddp-powersgd floor)
   set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
     ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_05_port
     PASS_REGULAR_EXPRESSION "\"bench\": \"lm\".*\"step\": 6"
+    FAIL_REGULAR_EXPRESSION "Traceback")
+endforeach()
+
+# Example 05's --target-loss (the time-to-accuracy benchmark's transformer): a loss not reached
+# runs every step; a loss already met stops before the first. Both end with the JSON line
+# bench/tta/make_report.py reads, DDP's with its estimated bytes.
+foreach(_case "arctopk|0|4|false" "ddp|0|4|true" "dense|100|0|false")
+  string(REPLACE "|" ";" _fields "${_case}")
+  list(GET _fields 0 _variant)
+  list(GET _fields 1 _target)
+  list(GET _fields 2 _last)
+  list(GET _fields 3 _estimated)
+  set(_name example_05_tta_${_variant}_target${_target}_np2)
+  add_test(NAME ${_name}
+    COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
+            -- ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/examples/05_char_transformer/train.py
+            --variant ${_variant} --steps 4 --eval-every 2 --eval-batches 1 --batch-size 2
+            --context 16 --width 32 --layers 1 --heads 2 --json --target-loss ${_target})
+  if(_target EQUAL 0)
+    set(_pass "\"reached\": false, \"bytes_estimated\": ${_estimated}.*\"step\": ${_last}, [^]]*\"bytes_per_step\": [1-9][^]]*\]}")
+  else()
+    set(_pass "\"reached\": true.*\"points\": \\[{\"step\": 0, [^}]*}\\]}")
+  endif()
+  set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
+    ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_05_port
+    PASS_REGULAR_EXPRESSION "${_pass}"
     FAIL_REGULAR_EXPRESSION "Traceback")
 endforeach()
 

@@ -2,14 +2,15 @@
 """Table and plot of the time-to-accuracy benchmark (scripts/bench-tta.sh).
 
   make_report.py OUT_DIR     reads OUT_DIR/results.jsonl, writes OUT_DIR/table.md and
-                             OUT_DIR/accuracy.png (test accuracy against training seconds)
+                             OUT_DIR/accuracy.png (test accuracy, or the transformer's
+                             validation loss, against training seconds)
 
 Per workload and setting (a table and a plot panel each), variant and seed: whether the variant
-reached dense's target, the training wall-clock to the first evaluation at or above it
-(evaluations not counted), that time as a multiple of dense's own time to the same target, the
-accuracy the variant had when dense had trained as long as it did in all (the last evaluation
-within that time: accuracy at equal wall-clock), its best accuracy, and the mean bytes rank 0
-sent per step.
+reached dense's target, the training wall-clock to the first evaluation at or above it (for the
+transformer, `lm`: at or below its validation-loss target; evaluations not counted), that time
+as a multiple of dense's own time to the same target, the accuracy (loss) the variant had when
+dense had trained as long as it did in all (the last evaluation within that time: at equal
+wall-clock), its best accuracy (lowest loss), and the mean bytes rank 0 sent per step.
 """
 import json
 import os
@@ -31,19 +32,41 @@ def where(r):
     return f'{r.get("workload", "mlp")}, {r.get("setting")}'
 
 
-def time_to(points, target):
+class Metric:
+    """What a workload's runs are judged by: test accuracy (higher is better) or, for the
+    transformer, validation loss (lower is better)."""
+
+    def __init__(self, workload):
+        self.loss = workload == "lm"
+        self.key = "val_loss" if self.loss else "test_accuracy"
+        self.name = "validation loss" if self.loss else "accuracy"
+
+    def met(self, value, target):
+        return value <= target if self.loss else value >= target
+
+    def best(self, values):
+        return min(values) if self.loss else max(values)
+
+    def fmt(self, value):
+        return f"{value:.3f}" if self.loss else f"{100 * value:.2f}%"
+
+    def plotted(self, value):
+        return value if self.loss else 100 * value
+
+
+def time_to(points, target, metric):
     for p in points:
-        if p["test_accuracy"] >= target:
+        if metric.met(p[metric.key], target):
             return p["seconds"], p["step"]
     return None, None
 
 
-def accuracy_at(points, seconds):
-    best = points[0]["test_accuracy"]
+def value_at(points, seconds, metric):
+    last = points[0][metric.key]
     for p in points:
         if p["seconds"] <= seconds:
-            best = p["test_accuracy"]
-    return best
+            last = p[metric.key]
+    return last
 
 
 def mean_bytes(points):
@@ -63,11 +86,13 @@ def table(rows):
             settings.append(where(r))
     for setting in settings:
         here = [r for r in rows if where(r) == setting]
+        metric = Metric(here[0].get("workload"))
         dense = {r["seed"]: r for r in here if r["variant"] == "dense" and not r.get("failed")}
+        best_name = "lowest loss" if metric.loss else "best accuracy"
         out.append(f"### {setting}\n")
         out.append("| variant | error feedback (used) | seeds at target | time to target s "
-                   "(per seed) | x dense's time | accuracy at dense's wall-clock (per seed) | "
-                   "best accuracy (per seed) | steps to target | KB sent per step |")
+                   f"(per seed) | x dense's time | {metric.name} at dense's wall-clock (per seed) "
+                   f"| {best_name} (per seed) | steps to target | KB sent per step |")
         out.append("|---|---|---|---|---|---|---|---|---|")
         variants = []
         for r in here:
@@ -88,15 +113,15 @@ def table(rows):
                     others = [o for o in here if o.get("seed") == r["seed"] and
                               o["variant"] != "dense" and not o.get("failed")]
                     target = others[0]["target"] if others else None
-                t, s = time_to(r["points"], target) if target else (None, None)
-                dt = time_to(d["points"], target)[0] if (d and target) else None
+                t, s = time_to(r["points"], target, metric) if target else (None, None)
+                dt = time_to(d["points"], target, metric)[0] if (d and target) else None
                 reached += t is not None
                 times.append(t)
                 steps.append(s)
                 ratios.append(t / dt if (t is not None and dt) else None)
                 if d:
-                    equal.append(accuracy_at(r["points"], d["points"][-1]["seconds"]))
-                best.append(max(p["test_accuracy"] for p in r["points"]))
+                    equal.append(value_at(r["points"], d["points"][-1]["seconds"], metric))
+                best.append(metric.best(p[metric.key] for p in r["points"]))
                 kb.append(mean_bytes(r["points"]) / 1e3)
                 feedback.add(f'{r["error_feedback"]} ({r["error_feedback_used"]})'
                              if r["error_feedback"] != r["error_feedback_used"]
@@ -107,15 +132,17 @@ def table(rows):
                 ", ".join(sorted(feedback)),
                 reached, len(runs), " / ".join(fmt_s(t) for t in times),
                 f"{statistics.median(ok):.2f}x" if ok else "—",
-                " / ".join(f"{100 * a:.2f}%" for a in equal),
-                " / ".join(f"{100 * a:.2f}%" for a in best),
+                " / ".join(metric.fmt(a) for a in equal),
+                " / ".join(metric.fmt(a) for a in best),
                 " / ".join("—" if s is None else str(s) for s in steps),
                 statistics.mean(kb) if kb else 0.0))
         targets = sorted({(r["seed"], r["target"]) for r in here
                           if r["variant"] != "dense" and not r.get("failed")})
         out.append("")
-        out.append("Targets (dense's last-epoch mean less the margin): " + ", ".join(
-            f"seed {s}: {100 * t:.2f}%" for s, t in targets) + ".\n")
+        rule = ("dense's final validation loss plus the margin" if metric.loss else
+                "dense's last-epoch mean less the margin")
+        out.append(f"Targets ({rule}): " + ", ".join(
+            f"seed {s}: {metric.fmt(t)}" for s, t in targets) + ".\n")
     return "\n".join(out) + "\n"
 
 
@@ -134,21 +161,26 @@ def plot(rows, path):
     fig, axes = plt.subplots(1, len(settings), figsize=(7 * len(settings), 5), squeeze=False)
     for ax, setting in zip(axes[0], settings):
         here = [r for r in rows if where(r) == setting and not r.get("failed")]
+        metric = Metric(here[0].get("workload") if here else None)
         seed = min(r["seed"] for r in here) if here else 0
         for r in here:
             if r["seed"] != seed:
                 continue
             xs = [p["seconds"] for p in r["points"]]
-            ys = [100 * p["test_accuracy"] for p in r["points"]]
+            ys = [metric.plotted(p[metric.key]) for p in r["points"]]
             ax.plot(xs, ys, label=r["variant"], linewidth=2 if r["variant"] in
                     ("dense", "arctopk-default") else 1)
         targets = {r["target"] for r in here if r["seed"] == seed and r["variant"] != "dense"}
         for t in targets:
-            ax.axhline(100 * t, color="grey", linestyle=":", linewidth=1)
+            ax.axhline(metric.plotted(t), color="grey", linestyle=":", linewidth=1)
         ax.set_title(f"{setting}, seed {seed}")
         ax.set_xlabel("training wall-clock (s, evaluations excluded)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_ylim(70, 90)
+        if metric.loss:
+            ax.set_ylabel("validation loss (nats per character)")
+            ax.set_ylim(1.5, 3.5)
+        else:
+            ax.set_ylabel("test accuracy (%)")
+            ax.set_ylim(70, 90)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -4,14 +4,18 @@ of Debian's `fortunes` corpus (corpus.py), with one of seven gradient exchanges:
   dense         arcreduce.torch DistributedOptimizer, no compression
   arctopk       arcreduce.torch DistributedOptimizer, the runtime's compression (ARC-Top-K and
                 its defaults unless ARCREDUCE_* or --compress-ratio / --error-feedback say more)
-  topk, randk   the same with the runtime's All-Gather Top-K or shared Rand-K instead
+  topk, randk,  the same with the runtime's All-Gather Top-K, shared Rand-K, Ok-Topk or
+  oktopk,       PowerSGD (rank 1) instead
+  powersgd
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD hook (rank --powersgd-rank)
   floor         no communication at all: each rank trains its own copy (the compute floor)
 
 One process per rank: arcrun -np 4 -- python3 train.py --variant arctopk. Rank 0 prints a line
 per evaluation (validation loss, perplexity per character, training wall-clock, rate, ETA) and,
-with --json, one JSON line {"bench": "lm", ...} with the curve. AdamW, whose moments stay in the
+with --json, one JSON line {"bench": "lm", ...} with the curve. With --target-loss it stops at
+the first evaluation at or below that loss: the time-to-accuracy benchmark's transformer
+(scripts/bench-tta.sh, WORKLOADS=lm). AdamW, whose moments stay in the
 optimizer (DistributedOptimizer gives its gradients ef14 where efm is configured). Every
 nn.Linear weight is a row-structured matrix of the kind ARC-Top-K selects rows from.
 """
@@ -35,8 +39,10 @@ sys.dont_write_bytecode = True  # examples/04's module below: leave its folder c
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "04_pytorch_fashion_mnist"))
 from train import ArcreduceExchange, DdpExchange  # noqa: E402  (examples/04's exchanges)
+from tta import ddp_bytes_per_step  # noqa: E402
 
-VARIANTS = ("dense", "arctopk", "topk", "randk", "ddp", "ddp-powersgd", "floor")
+VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
+            "floor")
 
 
 class Block(nn.Module):
@@ -138,6 +144,9 @@ class NoExchange:
     def bytes_sent(self):
         return 0
 
+    def error_feedback_used(self):
+        return "none"
+
     def close(self):
         pass
 
@@ -183,7 +192,7 @@ def main():
     model = CharTransformer(len(vocabulary), args.context, args.width, args.layers, args.heads)
     if args.variant == "floor":
         exchange = NoExchange(args, model)
-    elif args.variant in ("dense", "arctopk", "topk", "randk"):
+    elif args.variant in ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd"):
         # An unset --compress-ratio / --error-feedback leaves them to the runtime's configuration.
         exchange = ArcreduceExchange(args, model, make_optimizer=adamw)
     else:
@@ -197,6 +206,10 @@ def main():
               f"characters, batch {size} x {args.batch_size} x {args.context}, seed {args.seed}",
               flush=True)
     generator = torch.Generator().manual_seed(args.seed)
+    # DDP's traffic is not counted: estimated from what it hands to all-reduce (examples/04).
+    estimate = None
+    if exchange.bytes_sent() is None and size > 1:
+        estimate = ddp_bytes_per_step(model, args.variant, size, args.powersgd_rank)
     points = []
     bytes_mark, step_mark = exchange.bytes_sent(), 0
     train_seconds, loss_sum = 0.0, 0.0
@@ -207,8 +220,12 @@ def main():
         train_loss = torch.tensor([loss_sum / max(1, step - step_mark)], dtype=torch.float64)
         exchange.sum_(train_loss, "eval.train_loss")
         sent = exchange.bytes_sent()
-        per_step = None if sent is None or step == step_mark else (sent - bytes_mark) / (
-            step - step_mark)
+        if step == step_mark:
+            per_step = 0.0
+        elif sent is None:
+            per_step = estimate or 0.0
+        else:
+            per_step = (sent - bytes_mark) / (step - step_mark)
         points.append({"step": step, "seconds": round(train_seconds, 4), "val_loss": loss,
                        "perplexity": math.exp(loss), "train_loss": float(train_loss) / size,
                        "bytes_per_step": per_step})
@@ -220,9 +237,10 @@ def main():
                   f"{rate:.2f} steps/s  ETA at most {(args.steps - step) / rate:.0f} s", flush=True)
         return args.target_loss > 0 and loss <= args.target_loss
 
-    evaluate(0)
-    reached = False
+    reached = evaluate(0)
     for step in range(1, args.steps + 1):
+        if reached:  # a target met before training (step 0) trains no step
+            break
         # Every rank draws the same global batch positions and takes its own slice.
         rows = torch.randint(0, len(train_ids) - args.context - 1,
                              (size * args.batch_size,), generator=generator)
@@ -237,15 +255,17 @@ def main():
         loss_sum += loss.item()
         if step % args.eval_every == 0 or step == args.steps:
             reached = evaluate(step)
-            if reached:
-                break
     if rank == 0 and args.json:
         print(json.dumps({"bench": "lm", "program": "examples/05_char_transformer",
                           "variant": args.variant, "ranks": size, "parameters": parameters,
                           "seed": args.seed, "batch_per_rank": args.batch_size,
                           "context": args.context, "lr": args.lr,
+                          "ratio": args.compress_ratio,
+                          "error_feedback": args.error_feedback or "default",
+                          "error_feedback_used": exchange.error_feedback_used(),
                           "target_loss": args.target_loss, "reached": reached,
-                          "points": points}), flush=True)
+                          "bytes_estimated": estimate is not None, "points": points}),
+              flush=True)
     del net, optimizer  # close() tears the exchange down; nothing else may hold the model
     exchange.close()
     return 0
