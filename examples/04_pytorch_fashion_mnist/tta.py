@@ -45,6 +45,17 @@ def ddp_bytes_per_step(model, variant, size, powersgd_rank):
     return 2.0 * (size - 1) / size * 4 * floats
 
 
+def bytes_per_step(sent, sent_before, steps, estimate):
+    """Mean bytes sent per step over the last ``steps`` steps: the runtime's counter (``sent``
+    now, ``sent_before`` at the previous evaluation), or where it has none (DDP: ``sent`` is
+    None) the ``estimate``; 0 over no step."""
+    if steps == 0:
+        return 0.0
+    if sent is None:
+        return estimate or 0.0
+    return (sent - sent_before) / steps
+
+
 def train_to_target(args, exchange, model, net, optimizer, train, test, evaluate):
     """Trains net (model wrapped by the exchange) in the global batch order of train.py's epochs
     and returns the JSON record. ``evaluate(net, exchange, x, y, rank, size)`` is train.py's."""
@@ -65,12 +76,7 @@ def train_to_target(args, exchange, model, net, optimizer, train, test, evaluate
         train_loss = torch.tensor([loss_sum / max(1, step - step_mark)], dtype=torch.float64)
         exchange.sum_(train_loss, "tta.train_loss")
         sent = exchange.bytes_sent()
-        if step == step_mark:
-            per_step = 0.0
-        elif sent is None:
-            per_step = estimate or 0.0
-        else:
-            per_step = (sent - bytes_mark) / (step - step_mark)
+        per_step = bytes_per_step(sent, bytes_mark, step - step_mark, estimate)
         points.append({"step": step, "seconds": round(train_seconds, 4),
                        "test_accuracy": accuracy, "train_loss": float(train_loss) / size,
                        "bytes_per_step": per_step})

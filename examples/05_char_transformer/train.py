@@ -39,7 +39,7 @@ sys.dont_write_bytecode = True  # examples/04's module below: leave its folder c
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "04_pytorch_fashion_mnist"))
 from train import ArcreduceExchange, DdpExchange  # noqa: E402  (examples/04's exchanges)
-from tta import ddp_bytes_per_step  # noqa: E402
+from tta import bytes_per_step, ddp_bytes_per_step  # noqa: E402
 
 VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
             "floor")
@@ -220,12 +220,7 @@ def main():
         train_loss = torch.tensor([loss_sum / max(1, step - step_mark)], dtype=torch.float64)
         exchange.sum_(train_loss, "eval.train_loss")
         sent = exchange.bytes_sent()
-        if step == step_mark:
-            per_step = 0.0
-        elif sent is None:
-            per_step = estimate or 0.0
-        else:
-            per_step = (sent - bytes_mark) / (step - step_mark)
+        per_step = bytes_per_step(sent, bytes_mark, step - step_mark, estimate)
         points.append({"step": step, "seconds": round(train_seconds, 4), "val_loss": loss,
                        "perplexity": math.exp(loss), "train_loss": float(train_loss) / size,
                        "bytes_per_step": per_step})
