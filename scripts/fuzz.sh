@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (ASan + UBSan, -DARCREDUCE_FUZZ=ON) in
-# $FUZZ_BUILD_DIR (default build-fuzz/) and runs each for FUZZ_SECONDS seconds (default 15: about
-# 90 s for the six targets in CI; FUZZ_SECONDS=600 for a longer search), starting from the
-# checked-in seeds (fuzz/corpus/<target>) and the inputs of earlier runs. Exits non-zero when
+# $FUZZ_BUILD_DIR (default build-fuzz/) and runs each for FUZZ_SECONDS seconds (default 15;
+# FUZZ_SECONDS=600 for a longer search), FUZZ_JOBS (default 2) at a time (the six targets: about
+# 45 s in CI), starting from the checked-in seeds (fuzz/corpus/<target>) and the inputs of earlier runs. Exits non-zero when
 # any target finds a crash, hang, leak or broken contract; the inputs that did are kept in
 # $FUZZ_BUILD_DIR/crashes/<target>/ (ignored by git) and the log in $FUZZ_BUILD_DIR/logs/.
 # Arguments: target names to run (default: all), e.g. `bash scripts/fuzz.sh state message`.
@@ -27,13 +27,13 @@ cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 rm -f "$build_dir.configure.log"
 cmake --build "$build_dir" -j "${FUZZ_JOBS:-2}" --target "${targets[@]/%/_fuzz}"
 
-failed=()
-for target in "${targets[@]}"; do
-  corpus=$build_dir/corpus/$target  # grows from run to run; the seeds stay as checked in
-  crashes=$build_dir/crashes/$target
-  log=$build_dir/logs/$target.log
+# run_target <target>: one libFuzzer run; its summary line (or the failure) printed at the end.
+run_target() {
+  local target=$1
+  local corpus=$build_dir/corpus/$target  # grows from run to run; the seeds stay as checked in
+  local crashes=$build_dir/crashes/$target
+  local log=$build_dir/logs/$target.log
   mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
-  echo "fuzz: $target for ${seconds}s"
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb/-malloc_limit_mb: a parser must
   # not allocate far beyond what its input can fill.
   if "$build_dir/fuzz/${target}_fuzz" -max_total_time="$seconds" -timeout=10 \
@@ -43,9 +43,31 @@ for target in "${targets[@]}"; do
   else
     echo "fuzz: $target FAILED; inputs in $crashes, log $log:" >&2
     grep -aE 'ERROR|contract violated|SUMMARY|Test unit written' "$log" | head -20 >&2 || true
-    failed+=("$target")
+    return 1
   fi
+}
+
+# FUZZ_JOBS targets at a time (default 2, one per core of a CI machine): each libFuzzer run is
+# one process on one core, so the stage takes the time of its targets divided by FUZZ_JOBS.
+jobs=${FUZZ_JOBS:-2}
+declare -A running=()  # pid -> target
+failed=()
+reap() {
+  local pid
+  wait -n "${!running[@]}" 2>/dev/null || true
+  for pid in "${!running[@]}"; do
+    kill -0 "$pid" 2>/dev/null && continue
+    wait "$pid" || failed+=("${running[$pid]}")
+    unset "running[$pid]"
+  done
+}
+for target in "${targets[@]}"; do
+  while ((${#running[@]} >= jobs)); do reap; done
+  echo "fuzz: $target for ${seconds}s"
+  run_target "$target" &
+  running[$!]=$target
 done
+while ((${#running[@]} > 0)); do reap; done
 
 if ((${#failed[@]} > 0)); then
   echo "fuzz: failures in ${failed[*]}" >&2
