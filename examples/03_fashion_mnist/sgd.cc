@@ -13,6 +13,12 @@ void SgdMomentum::step(std::vector<Parameter>& params) {
     const float* g = params[i].grad.data();
     float* v = velocity_[i].data();
     const size_t n = params[i].value.size();
+    if (momentum_ == 0.0f) {
+      // Plain SGD (under efm the runtime carries the momentum): v would only be a copy of g,
+      // and skipping it saves two of the five passes over the parameters' size.
+      for (size_t j = 0; j < n; ++j) w[j] -= lr_ * g[j];
+      continue;
+    }
     for (size_t j = 0; j < n; ++j) {
       v[j] = momentum_ * v[j] + g[j];
       w[j] -= lr_ * v[j];
