@@ -2,9 +2,10 @@
 # Builds the libFuzzer targets of fuzz/ with clang (ASan + UBSan, -DARCREDUCE_FUZZ=ON) in
 # $FUZZ_BUILD_DIR (default build-fuzz/) and runs each for FUZZ_SECONDS seconds (default 15;
 # FUZZ_SECONDS=600 for a longer search), FUZZ_JOBS (default 2) at a time (the six targets: about
-# 45 s in CI), starting from the checked-in seeds (fuzz/corpus/<target>) and the inputs of earlier runs. Exits non-zero when
-# any target finds a crash, hang, leak or broken contract; the inputs that did are kept in
-# $FUZZ_BUILD_DIR/crashes/<target>/ (ignored by git) and the log in $FUZZ_BUILD_DIR/logs/.
+# 45 s in CI), starting from the checked-in seeds (fuzz/corpus/<target>) and the inputs of
+# earlier runs. Exits non-zero when any target finds a crash, hang, leak or broken contract; the
+# inputs that did are kept in $FUZZ_BUILD_DIR/crashes/<target>/ (ignored by git) and the log in
+# $FUZZ_BUILD_DIR/logs/.
 # Arguments: target names to run (default: all), e.g. `bash scripts/fuzz.sh state message`.
 set -euo pipefail
 
@@ -52,14 +53,11 @@ run_target() {
 jobs=${FUZZ_JOBS:-2}
 declare -A running=()  # pid -> target
 failed=()
-reap() {
-  local pid
-  wait -n "${!running[@]}" 2>/dev/null || true
-  for pid in "${!running[@]}"; do
-    kill -0 "$pid" 2>/dev/null && continue
-    wait "$pid" || failed+=("${running[$pid]}")
-    unset "running[$pid]"
-  done
+reap() {  # waits for one running target to end and records whether it failed
+  local pid rc=0
+  wait -n -p pid "${!running[@]}" || rc=$?
+  ((rc == 0)) || failed+=("${running[$pid]}")
+  unset "running[$pid]"
 }
 for target in "${targets[@]}"; do
   while ((${#running[@]} >= jobs)); do reap; done
