@@ -16,6 +16,8 @@ energy kept by k = ratio x entries chosen as
            (ARCREDUCE_RANDOM_ROWS=0.5; the runtime draws the random half first and fills up
            by score, a slightly different draw),
   random   rows uniformly at random (Rand-K by rows),
+  columns  the ratio x columns of largest norm of the tensor's 2-D weight [out, in] (the same
+           selection on the transposed matrix: one entry per output for each chosen input),
 then the same over all those tensors together.
 """
 import argparse
@@ -76,6 +78,13 @@ def kept(g, ratio, generator):
     }
 
 
+def columns_kept(weight, ratio):
+    """Energy of the ratio x columns of largest norm of the weight as [out, in]."""
+    m = weight.reshape(weight.shape[0], -1)
+    norms = (m * m).sum(0)
+    return norms.topk(max(1, int(ratio * norms.numel()))).values.sum()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100, help="dense AdamW steps before measuring")
@@ -102,7 +111,7 @@ def main():
         gradient()
         optimizer.step()
     gradient()
-    rules = ("element", "rows", "sketch", "default", "random")
+    rules = ("element", "rows", "sketch", "default", "random", "columns")
     print(f"energy kept after {args.steps} dense steps (share of each tensor's sum of squares)")
     for ratio in (float(r) for r in args.ratios.split(",")):
         total = dict.fromkeys(rules, 0.0)
@@ -115,6 +124,7 @@ def main():
             g = matrix_view(param.grad)
             e = float((g * g).sum())
             shares = {rule: float(v) for rule, v in kept(g, ratio, generator).items()}
+            shares["columns"] = float(columns_kept(param.grad, ratio))
             energy += e
             for rule in rules:
                 total[rule] += shares[rule]
