@@ -139,6 +139,35 @@ TEST(Efm, MaskingClearsTheVelocityWhereItWasSent) {
   }
 }
 
+// With masking on, ARC-Top-K at ratio 1 sends every row of the matrix each step, a share above
+// eta: its velocity is kept, and the output is heavy-ball momentum of the mean as without masking
+// (error_feedback.cc). At ratio 0.3 (12 of 40 rows, eta 0.25) the velocity is kept too.
+TEST(Efm, MaskingSparesTensorsThatSendAtLeastEta) {
+  Config c = config();
+  c.ef_masking = true;
+  for (int world : {1, 3}) {
+    for (int steps : {1, 4}) {
+      auto res = run_compressor(world, "arctopk", {"arctopk", 1.0, "efm", ""}, c, kTensors,
+                                smooth_input, steps);
+      for (size_t i = 0; i < kTensors[0].elements(); ++i) {
+        const double want = heavy_ball(world, 0.75, 0, i, steps - 1);
+        for (int r = 0; r < world; ++r) {
+          ASSERT_NEAR(res[r].output[0][i], want, 1e-4 * (1 + std::abs(want)))
+              << "world " << world << " steps " << steps << " rank " << r;
+        }
+      }
+    }
+  }
+  const int world = 2;
+  std::vector<StateStore> stores(world);
+  auto res = run_compressor(world, "arctopk", {"arctopk", 0.3, "efm", ""}, c, kTensors,
+                            smooth_input, 2, &stores);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(nonzero_rows(res[r].contribution[0], 10).size(), 12u);
+    for (float u : stores[r].get("w", 400).v) ASSERT_NE(u, 0.0f) << "rank " << r;
+  }
+}
+
 TEST(Efm, StartsItsVelocityOverAfterEf21m) {
   const int world = 2;
   std::vector<StateStore> stores(world);

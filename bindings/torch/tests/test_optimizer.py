@@ -101,20 +101,26 @@ def test_misuse_is_reported(runtime):
 def test_efm_takes_over_sgd_momentum_and_matches_heavy_ball(runtime, gloo):
     """At ratio 1 nothing is dropped, so efm with the optimizer's momentum handed over must
     train exactly like heavy-ball SGD on gloo's dense average (up to rounding). With masking
-    (the default; CTest runs the 3-rank session without it) everything sent clears the
-    velocity, and at ratio 1 that is everything: plain SGD."""
+    (the default; CTest runs the 3-rank session without it) the matrix whose rows ARC-Top-K
+    selects (all of them, a share above eta) keeps its velocity; the tensors it sends densely
+    (below ARCREDUCE_MIN_COMPRESS_ELEMENTS, 1-D) have theirs cleared where sent, which at ratio
+    1 is everywhere: plain SGD for them."""
     settings = arc.config()
     assert settings["ef_momentum"] == pytest.approx(0.1)  # the default eta: momentum 0.9
-    momentum = 0.0 if settings["ef_masking"] else 0.9
     model = make_model(seed=5)
     reference = make_model(seed=5)
+
+    def momentum_of(q):
+        selected = q.dim() >= 2 and q.numel() >= 16384  # the minimum compressed size's default
+        return 0.9 if selected or not settings["ef_masking"] else 0.0
     base = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     optimizer = arc.DistributedOptimizer(
         base, named_parameters=model.named_parameters(), prefix="efm.",
         compression=arc.Compression("arctopk", ratio=1.0, error_feedback="efm"))
     assert all(g["momentum"] == 0.0 for g in optimizer.param_groups)
     assert optimizer._arc_compression.error_feedback == "efm"
-    heavy_ball = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=momentum)
+    heavy_ball = torch.optim.SGD([{"params": [q], "momentum": momentum_of(q)}
+                                  for q in reference.parameters()], lr=0.05)
     for step in range(5):
         x, y = rank_batch(arc.rank(), 100 + step)
         optimizer.zero_grad()
