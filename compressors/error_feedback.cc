@@ -177,7 +177,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     // clear every velocity and leave SGD without momentum. Tensors without reported rows (sent
     // densely, or Top-K's and Rand-K's entries) are masked where sent, as before: sparing the
     // small ones ARC-Top-K sends densely (biases) cost the MLP 0.3-0.5 points of best accuracy
-    // at ratio 0.01 (docs/compressors.md).
+    // at ratio 0.01 (docs/time-to-accuracy.md, "Masking at larger ratios").
     const bool mask =
         masking && !(c.sparse && static_cast<double>(c.rows.size()) * c.row_length >=
                                      ctx.config.ef_momentum * static_cast<double>(c.elements));
