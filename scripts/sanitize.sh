@@ -115,7 +115,7 @@ for build in "${builds[@]}"; do
       # All-Reduce matrices run at 5-8 ranks here (WorldsDtypesOps, LoopbackSizeTest's
       # AllreduceEveryTypeOpAndCount): 1-4 ranks, odd and even, run the same synchronisation
       # (the loopback's mailboxes, the runtime's queues) as more ranks, and the other tests of
-      # LoopbackSizeTest still run at 1-8; 5-8 were 85 of the remaining 240 test-seconds.
+      # LoopbackSizeTest still run at 1-8; the 12 cases were about 90 of 240 test-seconds.
       runs=("1 $unit_slots -L unit -E NOT_BUILT|^timeline_|^OkTopK.VolumeOnOrdinaryCalls|$TSAN_SKIPPED_DTYPES|$TSAN_SKIPPED_SIZES"
             "1 $unit_slots -R $TSAN_MPI_TESTS")
       ;;
