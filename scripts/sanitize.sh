@@ -81,10 +81,7 @@ for build in "${builds[@]}"; do
   case "$build" in
     asan)
       dir=${ASAN_BUILD_DIR:-$root/build-asan}
-      # Every target (a list of targets would build them one at a time: CMake's Makefiles are
-      # .NOTPARALLEL between goals; 428 s against 260 s when tried).
-      targets=()
-      sanitizers=address,undefined
+      configure_and_build "$dir" address,undefined
       # The simulated cluster and the fault injection start their ranks with a cleared environment
       # (no sanitizer options) in network namespaces; the install test builds another project.
       # Multi-process tests without LeakSanitizer: see tests/sanitizers/lsan.supp.
@@ -98,10 +95,9 @@ for build in "${builds[@]}"; do
       ;;
     tsan)
       dir=${TSAN_BUILD_DIR:-$root/build-tsan}
-      targets=(ops_tests runtime_tests tensor_queue_tests compressors_tests kernels_tests
-               launcher_tests runtime_mpi_tests runtime_shutdown_test runtime_reinit_test
-               communicator_mpi_test)
-      sanitizers=thread
+      configure_and_build "$dir" thread ops_tests runtime_tests tensor_queue_tests \
+        compressors_tests kernels_tests launcher_tests runtime_mpi_tests runtime_shutdown_test \
+        runtime_reinit_test communicator_mpi_test
       # The tests of the gtest binaries, then the multi-process tests above. Left out: the
       # timeline checks (their job is not built here), the Ok-Topk volume test (arithmetic on one
       # thread per rank, over 2.5 minutes under TSan) and the All-Reduce matrix's float64,
@@ -120,7 +116,6 @@ for build in "${builds[@]}"; do
       exit 2
       ;;
   esac
-  configure_and_build "$dir" "$sanitizers" ${targets[@]+"${targets[@]}"}
   built=$SECONDS
   reports=$dir/sanitizer-reports
   rm -rf "$reports"
