@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake make g++ git pkg-config
+  cmake make ninja-build g++ git pkg-config  # Ninja: the sanitizer and fuzz builds of listed targets
   openmpi-bin libopenmpi-dev
   libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev
