@@ -102,8 +102,8 @@ for build in "${builds[@]}"; do
       # The simulated cluster and the fault injection start their ranks with a cleared environment
       # (no sanitizer options) in network namespaces; the install test builds another project.
       # Multi-process tests without LeakSanitizer: see tests/sanitizers/lsan.supp.
-      # The Ok-Topk volume test is left out: a bound on bytes counted over 12 x 192 calls (two
-      # minutes here, 40% of this stage's in-process work), whose code paths the other OkTopK
+      # The Ok-Topk volume test is left out: a bound on bytes counted over 12 x 192 calls (38 s
+      # here, most of a CTest slot's in-process work), whose code paths the other OkTopK
       # tests run under ASan too; the main build runs it.
       # Each run: LeakSanitizer on (1) or off, CTest's slots, the selection.
       runs=("1 $unit_slots -L unit -E ^timeline_|^OkTopK.VolumeOnOrdinaryCalls"
