@@ -21,16 +21,13 @@ done
 
 # Only the fuzz targets are built: each compiles the parser's sources itself, instrumented. With
 # Ninja where it is installed: CMake's Makefiles build listed targets one after the other (26 s
-# against Ninja's 16 s). CMake refuses to switch the generator of a configured directory, so one
-# configured with the other (an earlier version of this script) is removed: it is this script's.
+# against Ninja's 16 s). CMake refuses to reconfigure a directory with another generator than its
+# cache names, so such a cache (an earlier version of this script) goes; the corpus stays.
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 if [[ -f "$build_dir/CMakeCache.txt" ]] &&
   ! grep -qx "CMAKE_GENERATOR:INTERNAL=${generator[1]:-Unix Makefiles}" "$build_dir/CMakeCache.txt"; then
-  # Keep the corpus the earlier runs grew (see run_target).
-  if [[ -d "$build_dir/corpus" ]]; then mv "$build_dir/corpus" "$build_dir.corpus"; fi
-  rm -rf "$build_dir"
-  if [[ -d "$build_dir.corpus" ]]; then mkdir -p "$build_dir" && mv "$build_dir.corpus" "$build_dir/corpus"; fi
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
 fi
 cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DARCREDUCE_FUZZ=ON \

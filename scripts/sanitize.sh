@@ -58,7 +58,7 @@ configure_and_build() {
   shift 2
   local log=$dir.configure.log generator=()
   if (($# > 0)) && command -v ninja >/dev/null; then generator=(-G Ninja); fi
-  reset_if_other_generator "$dir" "${generator[1]:-Unix Makefiles}"
+  forget_other_generator "$dir" "${generator[1]:-Unix Makefiles}"
   mkdir -p "$dir"
   cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
@@ -71,13 +71,14 @@ configure_and_build() {
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 
-# reset_if_other_generator <dir> <generator>: CMake refuses to reconfigure a build directory
-# with another generator; these directories are the script's own, so one configured with another
-# (by an earlier version of this script, or without Ninja) is removed and built afresh.
-reset_if_other_generator() {
+# forget_other_generator <dir> <generator>: CMake refuses to reconfigure a build directory with
+# another generator than its cache names; where the cache names another (an earlier version of
+# these scripts, or a machine without Ninja), the cache goes and the directory is configured anew.
+forget_other_generator() {
   local cache=$1/CMakeCache.txt
-  [[ -f "$cache" ]] || return 0
-  grep -qx "CMAKE_GENERATOR:INTERNAL=$2" "$cache" || rm -rf "$1"
+  if [[ -f "$cache" ]] && ! grep -qx "CMAKE_GENERATOR:INTERNAL=$2" "$cache"; then
+    rm -rf "$cache" "$1/CMakeFiles"
+  fi
 }
 
 # check_reports <dir>: prints the sanitizer reports written under <dir>, fails if there are any.
@@ -103,7 +104,7 @@ for build in "${builds[@]}"; do
       # (no sanitizer options) in network namespaces; the install test builds another project.
       # Multi-process tests without LeakSanitizer: see tests/sanitizers/lsan.supp.
       # The Ok-Topk volume test is left out: a bound on bytes counted over 12 x 192 calls (38 s
-      # here, most of a CTest slot's in-process work), whose code paths the other OkTopK
+      # here, with the inputs drawn in float), whose code paths the other OkTopK
       # tests run under ASan too; the main build runs it.
       # Each run: LeakSanitizer on (1) or off, CTest's slots, the selection.
       runs=("1 $unit_slots -L unit -E ^timeline_|^OkTopK.VolumeOnOrdinaryCalls"
