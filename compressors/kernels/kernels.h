@@ -51,6 +51,18 @@ void top_k_rows(const float* scores, int64_t n, int64_t k, int64_t* rows);
 // packed (k x m) = rows `rows` of y; and the inverse, assigning (other rows untouched).
 void gather_rows(const float* y, int64_t m, const int64_t* rows, int64_t k, float* packed);
 void scatter_rows(const float* packed, int64_t m, const int64_t* rows, int64_t k, float* y);
+namespace detail {
+// What the CUDA build runs, on the CPU: the sketch with one thread per (row, lane) and a second
+// pass over the lanes, the row copies with one thread per element, and row selection by a sort.
+// Same results as the functions above (bit for bit); tests compare them.
+void sketch_transposed_lanes(const float* y, int64_t n, int64_t m, const float* vt, int r,
+                             float* p);
+void gather_rows_elements(const float* y, int64_t m, const int64_t* rows, int64_t k, float* packed);
+void scatter_rows_elements(const float* packed, int64_t m, const int64_t* rows, int64_t k,
+                           float* y);
+// top_k_rows by one sort of all n scores (the CUDA build's choice up to 2^20 rows): same result.
+void top_k_rows_by_sort(const float* scores, int64_t n, int64_t k, int64_t* rows);
+}  // namespace detail
 
 // --- element selection (Top-K, Rand-K) -----------------------------------------------------
 

@@ -68,6 +68,24 @@ void scatter_rows(const float* packed, int64_t m, const int64_t* rows, int64_t k
   impl::scatter_rows(host(), packed, m, rows, k, y);
 }
 
+namespace detail {
+void sketch_transposed_lanes(const float* y, int64_t n, int64_t m, const float* vt, int r,
+                             float* p) {
+  impl::sketch_transposed_lanes(host(), y, n, m, vt, r, p);
+}
+void gather_rows_elements(const float* y, int64_t m, const int64_t* rows, int64_t k,
+                          float* packed) {
+  impl::gather_rows_elements(host(), y, m, rows, k, packed);
+}
+void scatter_rows_elements(const float* packed, int64_t m, const int64_t* rows, int64_t k,
+                           float* y) {
+  impl::scatter_rows_elements(host(), packed, m, rows, k, y);
+}
+void top_k_rows_by_sort(const float* scores, int64_t n, int64_t k, int64_t* rows) {
+  impl::top_k_rows_by_sort(host(), scores, n, k, rows);
+}
+}  // namespace detail
+
 void top_k_abs(const float* x, int64_t n, int64_t k, int64_t* indices) {
   impl::top_k_abs(host(), x, n, k, indices);
 }

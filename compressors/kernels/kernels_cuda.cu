@@ -1,8 +1,16 @@
 // The CUDA build of the kernels: kernels_impl.h instantiated with Thrust's CUDA system on the
-// caller's stream (par_nosync: Thrust synchronises only where a result must reach the host).
+// caller's stream (par_nosync: Thrust synchronises only where a result must reach the host),
+// with scratch memory from a stream-ordered pool.
 #include "compressors/kernels/kernels_cuda.h"
 
+#include <thrust/system/cuda/error.h>
 #include <thrust/system/cuda/execution_policy.h>
+#include <thrust/system_error.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "compressors/kernels/kernels_impl.h"
 
@@ -11,90 +19,185 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-auto on(cudaStream_t stream) {
-  return ::thrust::cuda::par_nosync.on(stream);
+[[noreturn]] void throw_scratch_error(cudaError_t rc, const std::string& what) {
+  throw ::thrust::system_error(rc, ::thrust::cuda_category(), what);
+}
+
+// The current device's pool for kernel scratch, or null where the device has no memory pools.
+// The pool keeps what it once allocated (no release threshold), so it holds the largest
+// concurrent scratch seen, reused by every later call instead of returned at each
+// synchronisation.
+cudaMemPool_t scratch_pool() {
+  int device = 0;
+  cudaError_t rc = cudaGetDevice(&device);
+  if (rc != cudaSuccess) throw_scratch_error(rc, "cudaGetDevice for kernel scratch");
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = pools.find(device);
+  if (it != pools.end()) return it->second;
+  int supported = 0;
+  rc = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device);
+  cudaMemPool_t pool = nullptr;
+  if (rc == cudaSuccess && supported != 0) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    rc = cudaMemPoolCreate(&pool, &props);
+    if (rc != cudaSuccess) throw_scratch_error(rc, "cudaMemPoolCreate for kernel scratch");
+    uint64_t keep_all = UINT64_MAX;
+    rc = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+    if (rc != cudaSuccess) throw_scratch_error(rc, "cudaMemPoolSetAttribute for kernel scratch");
+  }
+  pools.emplace(device, pool);
+  return pool;
+}
+
+// Thrust's allocator for temporary storage (sorts, selection candidates, the sketch's lane
+// sums). Thrust's default, cudaMalloc and cudaFree, synchronises the device on every call; a
+// kernel such as top_k_rows makes several. Here memory is taken and given back in stream order
+// on the kernel's stream: no synchronisation, and after the first calls no new memory.
+class StreamScratch {
+ public:
+  using value_type = char;
+  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
+
+  char* allocate(size_t bytes) {
+    if (!looked_up_) {  // only kernels that need scratch pay for the lookup
+      pool_ = scratch_pool();
+      looked_up_ = true;
+    }
+    void* p = nullptr;
+    const cudaError_t rc = pool_ != nullptr ? cudaMallocFromPoolAsync(&p, bytes, pool_, stream_)
+                                            : cudaMalloc(&p, bytes);
+    if (rc != cudaSuccess) {
+      throw_scratch_error(rc, "allocating " + std::to_string(bytes) + " bytes of kernel scratch");
+    }
+    return static_cast<char*>(p);
+  }
+  void deallocate(char* p, size_t) {
+    // Must not throw; a failure here resurfaces at the stream's next call.
+    if (pool_ != nullptr) {
+      (void)cudaFreeAsync(p, stream_);
+    } else {
+      (void)cudaFree(p);
+    }
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaMemPool_t pool_ = nullptr;
+  bool looked_up_ = false;
+};
+
+// Runs one kernel with a policy on `stream` whose scratch comes from StreamScratch; the
+// allocator lives as long as the call.
+template <class F>
+auto on_stream(cudaStream_t stream, F&& f) {
+  StreamScratch scratch(stream);
+  return f(::thrust::cuda::par_nosync(scratch).on(stream));
 }
 
 }  // namespace
 
 void fill_gaussian(uint64_t key, float* out, size_t n, cudaStream_t stream) {
-  impl::fill_gaussian(on(stream), key, out, n);
+  return on_stream(stream, [&](auto exec) { return impl::fill_gaussian(exec, key, out, n); });
 }
 
 void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p,
             cudaStream_t stream) {
-  impl::sketch(on(stream), y, n, m, v, r, p);
+  return on_stream(stream, [&](auto exec) { return impl::sketch(exec, y, n, m, v, r, p); });
 }
 void transpose_projection(const float* v, int64_t m, int r, float* vt, cudaStream_t stream) {
-  impl::transpose_projection(on(stream), v, m, r, vt);
+  return on_stream(stream,
+                   [&](auto exec) { return impl::transpose_projection(exec, v, m, r, vt); });
 }
 void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p,
                        cudaStream_t stream) {
-  impl::sketch_transposed(on(stream), y, n, m, vt, r, p);
+  return on_stream(
+      stream, [&](auto exec) { return impl::sketch_transposed_lanes(exec, y, n, m, vt, r, p); });
 }
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores, cudaStream_t stream) {
-  impl::sketch_row_scores(on(stream), p, n, r, scores);
+  return on_stream(stream,
+                   [&](auto exec) { return impl::sketch_row_scores(exec, p, n, r, scores); });
 }
 void row_sq_norms(const float* y, int64_t n, int64_t m, float* scores, cudaStream_t stream) {
-  impl::row_sq_norms(on(stream), y, n, m, scores);
+  return on_stream(stream, [&](auto exec) { return impl::row_sq_norms(exec, y, n, m, scores); });
 }
+// Up to this many rows a sort selects without synchronising the stream (select_impl.h); above
+// it the sampled selection's passes over n cost less than sorting n keys.
+constexpr int64_t kSortSelectMaxRows = int64_t{1} << 20;
+
 void top_k_rows(const float* scores, int64_t n, int64_t k, int64_t* rows, cudaStream_t stream) {
-  impl::top_k_rows(on(stream), scores, n, k, rows);
+  on_stream(stream, [&](auto exec) {
+    if (n <= kSortSelectMaxRows) {
+      impl::top_k_rows_by_sort(exec, scores, n, k, rows);
+    } else {
+      impl::top_k_rows(exec, scores, n, k, rows);
+    }
+  });
 }
 void gather_rows(const float* y, int64_t m, const int64_t* rows, int64_t k, float* packed,
                  cudaStream_t stream) {
-  impl::gather_rows(on(stream), y, m, rows, k, packed);
+  return on_stream(
+      stream, [&](auto exec) { return impl::gather_rows_elements(exec, y, m, rows, k, packed); });
 }
 void scatter_rows(const float* packed, int64_t m, const int64_t* rows, int64_t k, float* y,
                   cudaStream_t stream) {
-  impl::scatter_rows(on(stream), packed, m, rows, k, y);
+  return on_stream(
+      stream, [&](auto exec) { return impl::scatter_rows_elements(exec, packed, m, rows, k, y); });
 }
 
 void top_k_abs(const float* x, int64_t n, int64_t k, int64_t* indices, cudaStream_t stream) {
-  impl::top_k_abs(on(stream), x, n, k, indices);
+  return on_stream(stream, [&](auto exec) { return impl::top_k_abs(exec, x, n, k, indices); });
 }
 void gather(const float* x, const int64_t* indices, int64_t k, float* out, cudaStream_t stream) {
-  impl::gather(on(stream), x, indices, k, out);
+  return on_stream(stream, [&](auto exec) { return impl::gather(exec, x, indices, k, out); });
 }
 void scatter_add(const float* values, const int64_t* indices, int64_t k, float alpha, float* y,
                  cudaStream_t stream) {
-  impl::scatter_add(on(stream), values, indices, k, alpha, y);
+  return on_stream(
+      stream, [&](auto exec) { return impl::scatter_add(exec, values, indices, k, alpha, y); });
 }
 void scatter(const float* values, const int64_t* indices, int64_t k, float* y,
              cudaStream_t stream) {
-  impl::scatter(on(stream), values, indices, k, y);
+  return on_stream(stream, [&](auto exec) { return impl::scatter(exec, values, indices, k, y); });
 }
 
 void fill(float* y, size_t n, float value, cudaStream_t stream) {
-  impl::fill(on(stream), y, n, value);
+  return on_stream(stream, [&](auto exec) { return impl::fill(exec, y, n, value); });
 }
 void scale(float* y, size_t n, float alpha, cudaStream_t stream) {
-  impl::scale(on(stream), y, n, alpha);
+  return on_stream(stream, [&](auto exec) { return impl::scale(exec, y, n, alpha); });
 }
 void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t stream) {
-  impl::axpby(on(stream), a, x, b, y, n);
+  return on_stream(stream, [&](auto exec) { return impl::axpby(exec, a, x, b, y, n); });
 }
 void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream) {
-  impl::subtract(on(stream), x, y, out, n);
+  return on_stream(stream, [&](auto exec) { return impl::subtract(exec, x, y, out, n); });
 }
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n,
                    cudaStream_t stream) {
-  impl::momentum_diff(on(stream), g, v, h, eta, diff, n);
+  return on_stream(stream,
+                   [&](auto exec) { return impl::momentum_diff(exec, g, v, h, eta, diff, n); });
 }
 void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,
                            float* diff, float* out, size_t n, cudaStream_t stream) {
-  impl::momentum_diff_restart(on(stream), g, v, h, hbar, eta, diff, out, n);
+  return on_stream(stream, [&](auto exec) {
+    return impl::momentum_diff_restart(exec, g, v, h, hbar, eta, diff, out, n);
+  });
 }
 
 void to_float(const void* src, DType dtype, float* dst, size_t n, cudaStream_t stream) {
-  impl::to_float(on(stream), src, dtype, dst, n);
+  return on_stream(stream, [&](auto exec) { return impl::to_float(exec, src, dtype, dst, n); });
 }
 void from_float(const float* src, DType dtype, void* dst, size_t n, cudaStream_t stream) {
-  impl::from_float(on(stream), src, dtype, dst, n);
+  return on_stream(stream, [&](auto exec) { return impl::from_float(exec, src, dtype, dst, n); });
 }
 
 uint64_t hash_indices(const int64_t* indices, int64_t k, cudaStream_t stream) {
-  return impl::hash_indices(on(stream), indices, k);
+  return on_stream(stream, [&](auto exec) { return impl::hash_indices(exec, indices, k); });
 }
 
 }  // namespace cuda

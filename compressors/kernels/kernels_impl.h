@@ -166,6 +166,53 @@ void sketch_transposed(Exec&& exec, const float* y, int64_t n, int64_t m, const 
   for_each_index(exec, n, SketchRow{y, m, vt, r, p});
 }
 
+// The sketch laid out for a GPU. SketchRow gives a thread a whole row: a warp's 32 threads read
+// 32 rows at once (strided, uncoalesced), and a matrix of a few thousand rows keeps only a few
+// thousand threads busy, each walking its row in series (on an H200 about 155 us per tensor,
+// whatever its size). Here thread (row, lane) sums lane `lane` of every column's dot product
+// (elements lane, lane + kLanes, ... of the row, in order: SketchRow's acc[lane]), so adjacent
+// threads read adjacent values; a second pass adds each (row, column)'s kLanes sums with
+// sum_lanes' tree. The same operations in the same order as SketchRow: bit-identical to it on
+// one system (kernels_tests compares them on the CPU).
+struct SketchLanePartials {
+  const float* y;
+  int64_t m;
+  const float* vt;
+  int r;
+  float* partial;  // (n * r) x kLanes
+  ARC_HOST_DEVICE void operator()(int64_t t) const {
+    const int64_t row = t / kLanes;
+    const int lane = static_cast<int>(t % kLanes);
+    const float* yr = y + row * m;
+    for (int c = 0; c < r; ++c) {
+      const float* vc = vt + c * m;
+      float acc = 0.0f;
+      for (int64_t i = lane; i < m; i += kLanes) acc += yr[i] * vc[i];
+      partial[(row * r + c) * kLanes + lane] = acc;
+    }
+  }
+};
+struct SumLanePartials {
+  const float* partial;
+  float* p;
+  ARC_HOST_DEVICE void operator()(int64_t e) const {
+    float acc[kLanes];
+    for (int l = 0; l < kLanes; ++l) acc[l] = partial[e * kLanes + l];
+    p[e] = sum_lanes(acc);
+  }
+};
+
+template <class Exec>
+void sketch_transposed_lanes(Exec&& exec, const float* y, int64_t n, int64_t m, const float* vt,
+                             int r, float* p) {
+  if (n <= 0 || r <= 0) return;
+  auto partial = make_temp<float>(exec, n * r * kLanes);
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(n * kLanes),
+                   SketchLanePartials{y, m, vt, r, partial.get()});
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(n * r),
+                   SumLanePartials{partial.get(), p});
+}
+
 template <class Exec>
 void sketch(Exec&& exec, const float* y, int64_t n, int64_t m, const float* v, int r, float* p) {
   if (n <= 0 || r <= 0) return;
@@ -227,6 +274,10 @@ template <class Exec>
 void top_k_rows(Exec&& exec, const float* scores, int64_t n, int64_t k, int64_t* rows) {
   select_top_k(exec, OrderKey{scores}, n, k, rows);
 }
+template <class Exec>
+void top_k_rows_by_sort(Exec&& exec, const float* scores, int64_t n, int64_t k, int64_t* rows) {
+  select_top_k_by_sort(exec, OrderKey{scores}, n, k, rows);
+}
 
 // Copies row rows[j] of `from` to row j of `to` (gather) or the reverse (scatter).
 template <bool kGather>
@@ -242,6 +293,22 @@ struct CopyRow {
   }
 };
 
+// CopyRow with one thread per element instead of per row: on a GPU adjacent threads then copy
+// adjacent values, and k rows give k * m threads, not k.
+template <bool kGather>
+struct CopyRowElement {
+  const float* from;
+  float* to;
+  int64_t m;
+  const int64_t* rows;
+  ARC_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t j = e / m, c = e % m;
+    const int64_t src = (kGather ? rows[j] : j) * m + c;
+    const int64_t dst = (kGather ? j : rows[j]) * m + c;
+    to[dst] = from[src];
+  }
+};
+
 template <class Exec>
 void gather_rows(Exec&& exec, const float* y, int64_t m, const int64_t* rows, int64_t k,
                  float* packed) {
@@ -252,6 +319,22 @@ template <class Exec>
 void scatter_rows(Exec&& exec, const float* packed, int64_t m, const int64_t* rows, int64_t k,
                   float* y) {
   thrust::for_each(exec, count_from<int64_t>(0), count_from(k), CopyRow<false>{packed, y, m, rows});
+}
+
+template <class Exec>
+void gather_rows_elements(Exec&& exec, const float* y, int64_t m, const int64_t* rows, int64_t k,
+                          float* packed) {
+  if (k <= 0 || m <= 0) return;
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(k * m),
+                   CopyRowElement<true>{y, packed, m, rows});
+}
+
+template <class Exec>
+void scatter_rows_elements(Exec&& exec, const float* packed, int64_t m, const int64_t* rows,
+                           int64_t k, float* y) {
+  if (k <= 0 || m <= 0) return;
+  thrust::for_each(exec, count_from<int64_t>(0), count_from(k * m),
+                   CopyRowElement<false>{packed, y, m, rows});
 }
 
 // --- element selection -----------------------------------------------------------------------

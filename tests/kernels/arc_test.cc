@@ -58,6 +58,32 @@ TEST_P(SketchTest, MatchesDoubleReference) {
   EXPECT_EQ(blocked, p);
 }
 
+// The lane layout's exact arithmetic, written out: lane l sums elements l, l + 32, ... of the
+// row in order, then lanes are added pairwise, 16 apart, 8 apart, ..., 1 apart (the tests are
+// compiled without contraction, as the kernels).
+float lane_tree_dot(const float* y, const float* v, int64_t m) {
+  float lanes[32] = {};
+  for (int64_t i = 0; i < m; ++i) lanes[i % 32] += y[i] * v[i];
+  for (int width = 16; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+TEST_P(SketchTest, LaneLayoutIsTheSameArithmeticAsTheRowLayout) {
+  const auto [n, m, r] = GetParam();
+  const auto y = random_floats(n * m, 11);
+  const auto vt = random_floats(m * r, 12);
+  std::vector<float> lanes(n * r + 1, -7.0f);
+  detail::sketch_transposed_lanes(y.data(), n, m, vt.data(), r, lanes.data());
+  for (int64_t j = 0; j < n; ++j) {
+    for (int c = 0; c < r; ++c) {
+      ASSERT_EQ(lanes[j * r + c], lane_tree_dot(&y[j * m], &vt[c * m], m)) << j << "," << c;
+    }
+  }
+  EXPECT_EQ(lanes[n * r], -7.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SketchTest,
                          ::testing::Combine(::testing::Values(0, 1, 7, 64),
                                             ::testing::Values(1, 3, 4, 13, 384),
@@ -93,12 +119,22 @@ TEST(RowSqNorms, SumOfSquares) {
   row_sq_norms(nullptr, 0, 3, nullptr);
 }
 
+// Both selections (the sampled one of the CPU build, the sort of the CUDA build) against the
+// naive reference.
 void expect_top_k_rows(const std::vector<float>& scores, int64_t k) {
-  std::vector<int64_t> rows(k + 1, -1);
-  top_k_rows(scores.data(), static_cast<int64_t>(scores.size()), k, rows.data());
-  EXPECT_EQ(rows[k], -1) << "wrote past k";
-  rows.resize(k);
-  EXPECT_EQ(rows, naive_top_k(scores, k)) << "n=" << scores.size() << " k=" << k;
+  const auto n = static_cast<int64_t>(scores.size());
+  const std::vector<int64_t> expected = naive_top_k(scores, k);
+  for (const bool by_sort : {false, true}) {
+    std::vector<int64_t> rows(k + 1, -1);
+    if (by_sort) {
+      detail::top_k_rows_by_sort(scores.data(), n, k, rows.data());
+    } else {
+      top_k_rows(scores.data(), n, k, rows.data());
+    }
+    EXPECT_EQ(rows[k], -1) << "wrote past k";
+    rows.resize(k);
+    EXPECT_EQ(rows, expected) << "n=" << n << " k=" << k << (by_sort ? " by sort" : " sampled");
+  }
 }
 
 TEST(TopKRows, SmallSizesAllK) {
@@ -146,6 +182,25 @@ TEST(GatherScatterRows, RoundTrip) {
   }
   gather_rows(y.data(), m, nullptr, 0, nullptr);
   scatter_rows(nullptr, m, nullptr, 0, out.data());
+}
+
+TEST(GatherScatterRows, ElementLayoutMatchesTheRowLayout) {
+  for (int64_t m : {1, 3, 64, 193}) {
+    const int64_t n = 37;
+    const auto y = random_floats(n * m, 13);
+    const std::vector<int64_t> rows = {0, 1, 5, 17, 36};
+    const int64_t k = static_cast<int64_t>(rows.size());
+    std::vector<float> by_row(k * m + 1, -7.0f), by_element(k * m + 1, -7.0f);
+    gather_rows(y.data(), m, rows.data(), k, by_row.data());
+    detail::gather_rows_elements(y.data(), m, rows.data(), k, by_element.data());
+    EXPECT_EQ(by_element, by_row) << "m=" << m;
+    std::vector<float> out_row(n * m, 0.5f), out_element(n * m, 0.5f);
+    scatter_rows(by_row.data(), m, rows.data(), k, out_row.data());
+    detail::scatter_rows_elements(by_row.data(), m, rows.data(), k, out_element.data());
+    EXPECT_EQ(out_element, out_row) << "m=" << m;
+  }
+  detail::gather_rows_elements(nullptr, 4, nullptr, 0, nullptr);
+  detail::scatter_rows_elements(nullptr, 4, nullptr, 0, nullptr);
 }
 
 }  // namespace
