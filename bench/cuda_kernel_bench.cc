@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,46 @@ bool verify(const Work& w, const std::vector<float>& y_host, const Scratch& s,
   return true;
 }
 
+// top_k_rows' two selections at n rows (k = ratio * n, at least 1) on random positive scores:
+// both must select the CPU's rows; prints a table row of medians. False on a mismatch.
+bool compare_selections(int64_t n, double ratio, int repetitions, int warmup, cudaStream_t stream,
+                        const std::function<double(std::function<void()>)>& timed) {
+  const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(ratio * static_cast<double>(n)));
+  std::vector<float> scores_host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    scores_host[i] = static_cast<float>((static_cast<uint64_t>(i) * 2654435761u) % 1000003u);
+  }
+  float* scores = device_alloc<float>(n);
+  int64_t* rows = device_alloc<int64_t>(k);
+  BENCH_CHECK(cudaMemcpy(scores, scores_host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  std::vector<int64_t> expected(static_cast<size_t>(k));
+  kh::top_k_rows(scores_host.data(), n, k, expected.data());
+  using Select = void (*)(const float*, int64_t, int64_t, int64_t*, cudaStream_t);
+  const Select selections[2] = {kc::detail::top_k_rows_by_sort, kc::detail::top_k_rows_sampled};
+  double median[2] = {};
+  for (int v = 0; v < 2; ++v) {
+    BENCH_CHECK(cudaMemset(rows, 0xff, k * sizeof(int64_t)));
+    selections[v](scores, n, k, rows, stream);
+    BENCH_CHECK(cudaStreamSynchronize(stream));
+    if (to_host(rows, static_cast<size_t>(k)) != expected) {
+      std::fprintf(stderr, "top_k_rows (%s) at n = %lld: other rows than the CPU's\n",
+                   v == 0 ? "sort" : "sampled", static_cast<long long>(n));
+      return false;
+    }
+    std::vector<double> samples;
+    for (int round = 0; round < warmup + repetitions; ++round) {
+      const double sec = timed([&] { selections[v](scores, n, k, rows, stream); });
+      if (round >= warmup) samples.push_back(sec);
+    }
+    median[v] = arcreduce::bench::summarize(samples).median;
+  }
+  std::printf("| %lld | %lld | %.1f | %.1f | %.2f |\n", static_cast<long long>(n),
+              static_cast<long long>(k), median[0] * 1e6, median[1] * 1e6, median[0] / median[1]);
+  cudaFree(scores);
+  cudaFree(rows);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,6 +250,10 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", repetitions, "timed rounds")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "discarded rounds")->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-per-tensor", per_tensor, "print only the sums over the set");
+  std::vector<int64_t> select_rows;
+  app.add_option("--select-rows", select_rows,
+                 "also time top_k_rows' sort and sampled selections at these row counts")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   bench::GradientSet set;
@@ -380,6 +425,16 @@ int main(int argc, char** argv) {
   std::printf("| ARC phases, summed | %.1f | %.2f |\n", arc_sum * 1e6, arc_sum / copy.median);
   std::printf("| ARC sequence over the set, back to back (median; p90 %.1f us) | %.1f | %.2f |\n",
               sequence.p90 * 1e6, sequence.median * 1e6, sequence.median / copy.median);
+
+  if (!select_rows.empty()) {
+    std::printf(
+        "\ntop_k_rows' selections (k = ratio x n; median us over %d rounds; the CUDA build sorts "
+        "up to 2^20 rows):\n| n | k | sort | sampled | sort / sampled |\n|---|---|---|---|---|\n",
+        repetitions);
+    for (const int64_t n : select_rows) {
+      if (!compare_selections(n, ratio, repetitions, warmup, stream, timed)) return 1;
+    }
+  }
 
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

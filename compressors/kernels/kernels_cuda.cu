@@ -200,6 +200,17 @@ uint64_t hash_indices(const int64_t* indices, int64_t k, cudaStream_t stream) {
   return on_stream(stream, [&](auto exec) { return impl::hash_indices(exec, indices, k); });
 }
 
+namespace detail {
+void top_k_rows_by_sort(const float* scores, int64_t n, int64_t k, int64_t* rows,
+                        cudaStream_t stream) {
+  on_stream(stream, [&](auto exec) { impl::top_k_rows_by_sort(exec, scores, n, k, rows); });
+}
+void top_k_rows_sampled(const float* scores, int64_t n, int64_t k, int64_t* rows,
+                        cudaStream_t stream) {
+  on_stream(stream, [&](auto exec) { impl::top_k_rows(exec, scores, n, k, rows); });
+}
+}  // namespace detail
+
 }  // namespace cuda
 }  // namespace kernels
 }  // namespace arcreduce
