@@ -51,7 +51,7 @@ run() {  # run NAME TIMEOUT COMMAND...: output to $out/NAME.txt, one summary lin
 }
 
 run gpu_tests 300 "$build_dir/tests/cuda/gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
-grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' "$out/gpu_tests.txt"
+grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+ test' "$out/gpu_tests.txt"
 run kernels_cuda_link_check 60 "$build_dir/tests/kernels/kernels_cuda_link_check"
 cat "$out/kernels_cuda_link_check.txt"
 run cuda_copy_bench 120 "$build_dir/bench/cuda_copy_bench"

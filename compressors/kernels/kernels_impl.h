@@ -6,7 +6,8 @@
 // Performance notes (CPU): loops inside functors keep a fixed number of independent partial
 // sums, combined in a fixed order, so that g++ vectorises them without -ffast-math and the
 // result does not depend on the compiler's choices. Per-row functors suit the CPU (one row is a
-// contiguous stream); the CUDA path gets the same results but is not tuned yet.
+// contiguous stream); for the sketch and the row copies the CUDA build runs the *_lanes and
+// *_elements variants below instead, the same arithmetic laid out for coalesced reads.
 #pragma once
 
 #include <thrust/copy.h>
