@@ -54,8 +54,8 @@ struct ArcTopKPlan {
   int r = 0;
   float inv_n = 1.0f;
   size_t first_floats = 0, second_floats = 0, row_count = 0;
-  // One tensor's projection, transposed projection, scores, rows; then the random draw's normal
-  // values and its infinities.
+  // One tensor's transposed projection, scores, rows; then the random draw's normal values and
+  // its infinities.
   size_t scratch_floats = 0;
   // What ArcTopK adds to CompressorStats for the same bucket.
   uint64_t sketch_bytes = 0, value_bytes = 0, selected_rows = 0, dense_fallbacks = 0;
@@ -93,7 +93,7 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       it.second = plan.second_floats;
       plan.second_floats += static_cast<size_t>(it.k) * it.m;
       plan.value_bytes += static_cast<uint64_t>(it.k) * it.m * sizeof(float);
-      plan.scratch_floats = std::max(plan.scratch_floats, static_cast<size_t>(2 * it.m * r + it.n));
+      plan.scratch_floats = std::max(plan.scratch_floats, static_cast<size_t>(it.m * r + it.n));
     } else {
       plan.first_floats += t.elements;
       plan.value_bytes += t.elements * sizeof(float);
@@ -108,7 +108,7 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       if (it.random) {
         it.random_key = random_rows_key(config.seed, t.name, t.step);
         const size_t used = it.path == ArcTopKPlan::Path::kSketch
-                                ? static_cast<size_t>(2 * it.m * r + it.n)
+                                ? static_cast<size_t>(it.m * r + it.n)
                                 : static_cast<size_t>(it.n + it.k * it.m);
         plan.scratch_floats =
             std::max(plan.scratch_floats, used + static_cast<size_t>(it.n + it.random));
@@ -143,10 +143,8 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
     const ArcTopKPlan::Item& it = plan.items[i];
     const ArcTopKPlanTensor& t = tensors[i];
     if (it.path == Path::kSketch) {
-      float* projection = scratch;
-      float* transposed = scratch + it.m * r;
-      k.fill_gaussian(it.key, projection, static_cast<size_t>(it.m) * r);
-      k.transpose_projection(projection, it.m, r, transposed);
+      float* transposed = scratch;
+      k.fill_gaussian_transposed(it.key, it.m, r, transposed);
       k.sketch_transposed(t.input, it.n, it.m, transposed, r, buf.first + it.first);
     } else if (t.elements) {
       k.copy(buf.first + it.first, t.input, t.elements);
@@ -166,7 +164,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       }
       continue;
     }
-    float* scores = scratch + (it.path == Path::kSketch ? 2 * it.m * r : 0);
+    float* scores = scratch + (it.path == Path::kSketch ? it.m * r : 0);
     int64_t* rows = buf.rows + it.rows;
     if (it.path == Path::kExact) {
       k.row_sq_norms(buf.first + it.first, it.n, it.m, scores);
@@ -174,7 +172,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       k.sketch_row_scores(buf.first + it.first, it.n, r, scores);
     }
     if (it.random) {  // as mark_random_rows() in arctopk.cc
-      const size_t used = it.path == Path::kSketch ? static_cast<size_t>(2 * it.m * r + it.n)
+      const size_t used = it.path == Path::kSketch ? static_cast<size_t>(it.m * r + it.n)
                                                    : static_cast<size_t>(it.n + it.k * it.m);
       float* normal = scratch + used;
       float* infinities = normal + it.n;
@@ -225,8 +223,8 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
 // The CPU build of the kernels as a plan backend (host memory).
 struct CpuArcKernels {
   void fill_gaussian(uint64_t key, float* out, size_t n) { kernels::fill_gaussian(key, out, n); }
-  void transpose_projection(const float* v, int64_t m, int r, float* vt) {
-    kernels::transpose_projection(v, m, r, vt);
+  void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt) {
+    kernels::fill_gaussian_transposed(key, m, r, vt);
   }
   void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p) {
     kernels::sketch_transposed(y, n, m, vt, r, p);

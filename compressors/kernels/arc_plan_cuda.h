@@ -1,7 +1,7 @@
 // The CUDA build of the kernels (kernels_cuda.h) as a backend of the ARC-Top-K device plan
 // (compressors/arctopk_device_plan.h): every pointer is device memory, every call is enqueued on
-// `stream`. top_k_rows synchronises with the stream (it sizes its work from the data); the rest
-// only enqueue. Link arcreduce_cuda_kernels.
+// `stream`. top_k_rows above 2^20 rows synchronises with the stream (it sizes its work from the
+// data); the rest only enqueue. Link arcreduce_cuda_kernels.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,8 +19,8 @@ struct CudaArcKernels {
   void fill_gaussian(uint64_t key, float* out, size_t n) {
     kernels::cuda::fill_gaussian(key, out, n, stream);
   }
-  void transpose_projection(const float* v, int64_t m, int r, float* vt) {
-    kernels::cuda::transpose_projection(v, m, r, vt, stream);
+  void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt) {
+    kernels::cuda::fill_gaussian_transposed(key, m, r, vt, stream);
   }
   void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p) {
     kernels::cuda::sketch_transposed(y, n, m, vt, r, p, stream);

@@ -41,6 +41,9 @@ void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* 
 // depends only on the same row of y, so blocks give bit-identical results to one call.
 void transpose_projection(const float* v, int64_t m, int r, float* vt);
 void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p);
+// vt (r x m) = the transpose of the m x r projection fill_gaussian(key, v, m * r) writes, in one
+// pass: bit for bit fill_gaussian followed by transpose_projection.
+void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt);
 // scores[j] = sum_c p[j * r + c]^2.
 void sketch_row_scores(const float* p, int64_t n, int r, float* scores);
 // scores[j] = sum_c y[j * m + c]^2 (the exact score).

@@ -47,6 +47,9 @@ void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* 
 void transpose_projection(const float* v, int64_t m, int r, float* vt) {
   impl::transpose_projection(host(), v, m, r, vt);
 }
+void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt) {
+  impl::fill_gaussian_transposed(host(), key, m, r, vt);
+}
 void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p) {
   static const bool wide = avx2::available();
   if (wide) return avx2::sketch_transposed(y, n, m, vt, r, p);

@@ -60,17 +60,39 @@ void for_each_index(Exec&& exec, Index n, F f) {
 // --- randomness ------------------------------------------------------------------------------
 
 // One Philox block gives four Gaussians: elements 4b..4b+3 of the stream.
+ARC_HOST_DEVICE inline void gaussian_block(uint64_t key, uint64_t block, float* z) {
+  const Philox4x32 bits = philox_block(key, kDomainGaussian, block);
+  box_muller(bits.v[0], bits.v[1], &z[0], &z[1]);
+  box_muller(bits.v[2], bits.v[3], &z[2], &z[3]);
+}
+
 struct GaussianBlock {
   uint64_t key;
   float* out;
   uint64_t n;
   ARC_HOST_DEVICE void operator()(uint64_t block) const {
-    const Philox4x32 bits = philox_block(key, kDomainGaussian, block);
     float z[4];
-    box_muller(bits.v[0], bits.v[1], &z[0], &z[1]);
-    box_muller(bits.v[2], bits.v[3], &z[2], &z[3]);
+    gaussian_block(key, block, z);
     const uint64_t base = block * 4;
     for (uint64_t j = 0; j < 4 && base + j < n; ++j) out[base + j] = z[j];
+  }
+};
+
+// The stream's element e = i * r + c (row i, column c of an m x r projection) written to
+// vt[c * m + i]: fill_gaussian and transpose_projection in one pass.
+struct GaussianBlockTransposed {
+  uint64_t key;
+  float* vt;
+  uint64_t m;
+  uint64_t r;
+  ARC_HOST_DEVICE void operator()(uint64_t block) const {
+    float z[4];
+    gaussian_block(key, block, z);
+    const uint64_t base = block * 4;
+    for (uint64_t j = 0; j < 4 && base + j < m * r; ++j) {
+      const uint64_t e = base + j;
+      vt[(e % r) * m + e / r] = z[j];
+    }
   }
 };
 
@@ -78,6 +100,14 @@ template <class Exec>
 void fill_gaussian(Exec&& exec, uint64_t key, float* out, size_t n) {
   const uint64_t blocks = (static_cast<uint64_t>(n) + 3) / 4;
   thrust::for_each(exec, count_from<uint64_t>(0), count_from(blocks), GaussianBlock{key, out, n});
+}
+
+template <class Exec>
+void fill_gaussian_transposed(Exec&& exec, uint64_t key, int64_t m, int r, float* vt) {
+  if (m <= 0 || r <= 0) return;
+  const uint64_t um = static_cast<uint64_t>(m), ur = static_cast<uint64_t>(r);
+  thrust::for_each(exec, count_from<uint64_t>(0), count_from((um * ur + 3) / 4),
+                   GaussianBlockTransposed{key, vt, um, ur});
 }
 
 // --- ARC-Top-K -------------------------------------------------------------------------------

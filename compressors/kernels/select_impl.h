@@ -15,6 +15,7 @@
 #pragma once
 
 #include <thrust/copy.h>
+#include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/reduce.h>
 #include <thrust/sequence.h>
@@ -117,6 +118,17 @@ struct InvertedKey {
   KeyOf key_of;
   ARC_HOST_DEVICE uint32_t operator()(int64_t i) const { return ~key_of(i); }
 };
+// keys[i] = ~key, order[i] = i: the sort's input in one pass.
+template <class KeyOf>
+struct InvertedKeyAndIndex {
+  KeyOf key_of;
+  uint32_t* keys;
+  int64_t* order;
+  ARC_HOST_DEVICE void operator()(int64_t i) const {
+    keys[i] = ~key_of(i);
+    order[i] = i;
+  }
+};
 template <class KeyOf>
 struct SampleKey {
   KeyOf key_of;
@@ -215,9 +227,8 @@ void select_top_k_by_sort(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_
   }
   auto keys = make_temp<uint32_t>(exec, n);
   auto order = make_temp<int64_t>(exec, n);
-  thrust::transform(exec, counting_iterator<int64_t>(0), counting_iterator<int64_t>(n), keys.get(),
-                    InvertedKey<KeyOf>{key_of});
-  thrust::sequence(exec, order.get(), order.get() + n);
+  thrust::for_each(exec, counting_iterator<int64_t>(0), counting_iterator<int64_t>(n),
+                   InvertedKeyAndIndex<KeyOf>{key_of, keys.get(), order.get()});
   thrust::stable_sort_by_key(exec, keys.get(), keys.get() + n, order.get());
   thrust::copy(exec, order.get(), order.get() + k, out);
   thrust::sort(exec, out, out + k);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "compressors/kernels/kernels.h"
@@ -88,6 +89,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SketchTest,
                          ::testing::Combine(::testing::Values(0, 1, 7, 64),
                                             ::testing::Values(1, 3, 4, 13, 384),
                                             ::testing::Values(1, 2, 3, 4, 5, 8)));
+
+TEST(FillGaussianTransposed, IsFillGaussianThenTranspose) {
+  for (const auto& [m, r] : std::vector<std::pair<int64_t, int>>{
+           {0, 4}, {3, 0}, {1, 1}, {3, 3}, {5, 4}, {13, 5}, {384, 4}, {7, 8}}) {
+    const uint64_t key = philox_key(7, "w", static_cast<uint64_t>(m));
+    std::vector<float> v(m * r + 1, -7.0f), expected(m * r + 1, -7.0f), fused(m * r + 1, -7.0f);
+    fill_gaussian(key, v.data(), static_cast<size_t>(m * r));
+    transpose_projection(v.data(), m, r, expected.data());
+    fill_gaussian_transposed(key, m, r, fused.data());
+    EXPECT_EQ(fused, expected) << "m=" << m << " r=" << r;  // the guard element included
+  }
+}
 
 TEST(SketchRowScores, SumOfSquares) {
   for (int r : {1, 3, 4}) {
