@@ -152,14 +152,19 @@ inline int64_t initial_sample_rank(int64_t n, int64_t s, int64_t k) {
   return static_cast<int64_t>(expected) + 4;
 }
 
+// k <= 0 selects nothing and k >= n every index, in order; true when one of them settled it.
+template <class Exec>
+bool select_all_or_nothing(Exec& exec, int64_t n, int64_t k, int64_t* out) {
+  if (k <= 0) return true;
+  if (k < n) return false;
+  thrust::sequence(exec, out, out + n);
+  return true;
+}
+
 template <class Exec, class KeyOf>
 void select_top_k(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_t* out) {
   using thrust::counting_iterator;
-  if (k <= 0) return;
-  if (k >= n) {
-    thrust::sequence(exec, out, out + n);
-    return;
-  }
+  if (select_all_or_nothing(exec, n, k, out)) return;
   // Sorted sample of inverted keys: sample[q] is the (q+1)-th largest sampled key, inverted.
   const int64_t s = n < kSelectDirectBelow ? 0 : std::min(kSampleSize, n / 4);
   auto sample = make_temp<uint32_t>(exec, s);
@@ -220,11 +225,7 @@ void select_top_k(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_t* out) 
 template <class Exec, class KeyOf>
 void select_top_k_by_sort(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_t* out) {
   using thrust::counting_iterator;
-  if (k <= 0) return;
-  if (k >= n) {
-    thrust::sequence(exec, out, out + n);
-    return;
-  }
+  if (select_all_or_nothing(exec, n, k, out)) return;
   auto keys = make_temp<uint32_t>(exec, n);
   auto order = make_temp<int64_t>(exec, n);
   thrust::for_each(exec, counting_iterator<int64_t>(0), counting_iterator<int64_t>(n),
