@@ -5,8 +5,9 @@
 # installed, memcheck over the GPU tests and initcheck over the kernels. Runs what a CUDA build
 # in $BUILD_DIR (default build/, configured with ARCREDUCE_CUDA=ON) has already built; it builds
 # nothing, so it also runs on a GPU machine without the build's dependencies when
-# LD_LIBRARY_PATH finds their libraries. Writes every program's output to the folder given as argument (default
-# gpu-check/) and prints a summary. Exits 77 without a usable GPU, 1 if a check failed.
+# LD_LIBRARY_PATH finds their libraries. Writes every program's output to the folder given as
+# argument (default gpu-check/) and prints a summary. Exits 77 without a usable GPU, 1 if a
+# check failed.
 #
 #   bash scripts/gpu-check.sh                     # results in gpu-check/
 #   bash scripts/gpu-check.sh /tmp/gpu-results
