@@ -86,11 +86,9 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
     if (p.path == Path::kSketch) {
       const int64_t n = p.view.rows, m = p.view.cols;
-      projection_.resize(static_cast<size_t>(m) * r);
-      transposed_.resize(projection_.size());
-      kernels::fill_gaussian(kernels::philox_key(ctx.config.seed, t.name, t.step),
-                             projection_.data(), projection_.size());
-      kernels::transpose_projection(projection_.data(), m, r, transposed_.data());
+      transposed_.resize(static_cast<size_t>(m) * r);
+      kernels::fill_gaussian_transposed(kernels::philox_key(ctx.config.seed, t.name, t.step), m, r,
+                                        transposed_.data());
       p.first = first.append(static_cast<size_t>(n) * r);
       sketch_tensor(t, n, m, r, first.at(p.first));
       ctx.stats.sketch_bytes += static_cast<uint64_t>(n) * r * sizeof(float);

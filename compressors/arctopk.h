@@ -26,7 +26,7 @@ class ArcTopK : public Compressor {
 
   // Reused across buckets: the two collectives' buffers and per-tensor scratch.
   PackedBuffer first_, second_, materialized_;
-  std::vector<float> projection_, transposed_, scores_, packed_, block_;
+  std::vector<float> transposed_, scores_, packed_, block_;
 };
 
 }  // namespace arcreduce

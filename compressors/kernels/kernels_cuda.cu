@@ -113,13 +113,6 @@ void fill_gaussian(uint64_t key, float* out, size_t n, cudaStream_t stream) {
   on_stream(stream, [&](auto exec) { impl::fill_gaussian(exec, key, out, n); });
 }
 
-void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p,
-            cudaStream_t stream) {
-  on_stream(stream, [&](auto exec) { impl::sketch(exec, y, n, m, v, r, p); });
-}
-void transpose_projection(const float* v, int64_t m, int r, float* vt, cudaStream_t stream) {
-  on_stream(stream, [&](auto exec) { impl::transpose_projection(exec, v, m, r, vt); });
-}
 void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt, cudaStream_t stream) {
   on_stream(stream, [&](auto exec) { impl::fill_gaussian_transposed(exec, key, m, r, vt); });
 }

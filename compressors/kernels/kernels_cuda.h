@@ -32,9 +32,6 @@ namespace cuda {
 
 void fill_gaussian(uint64_t key, float* out, size_t n, cudaStream_t stream);
 
-void sketch(const float* y, int64_t n, int64_t m, const float* v, int r, float* p,
-            cudaStream_t stream);
-void transpose_projection(const float* v, int64_t m, int r, float* vt, cudaStream_t stream);
 void fill_gaussian_transposed(uint64_t key, int64_t m, int r, float* vt, cudaStream_t stream);
 void sketch_transposed(const float* y, int64_t n, int64_t m, const float* vt, int r, float* p,
                        cudaStream_t stream);
