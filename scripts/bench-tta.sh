@@ -18,7 +18,9 @@
 #   WORKLOADS=lm SETTINGS=local SEEDS=0 OUT_DIR=docs/results/tta-lm bash scripts/bench-tta.sh
 #
 # Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
-# arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults), topk
+# arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults),
+# arctopk-random (not in the default list: every row drawn at random, ARCREDUCE_RANDOM_ROWS=1,
+# with ef14, the MLP's fastest setting in docs/time-to-accuracy.md), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
 # ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
 # lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
@@ -93,11 +95,18 @@ variant_flags() {  # workload variant -> the flags of its program
   case $2 in
     dense) echo "$option" dense ;;
     arctopk-default) echo "$option" arctopk ;;
+    arctopk-random) echo "$option" arctopk --error-feedback ef14 ;;
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
     topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
     oktopk | powersgd) echo "$option" "$2" ;;
     ddp | ddp-powersgd) [[ "$1" != mlp ]] && echo --variant "$2" ;;
     *) return 1 ;;
+  esac
+}
+
+variant_env() {  # variant -> arcrun words of the runtime settings it sets
+  case $1 in
+    arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
   esac
 }
 
@@ -124,6 +133,8 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
     echo "bench-tta: variant '$variant' does not apply to the $workload: skipped" >&2
     return 0
   fi
+  local -a settings_env
+  read -r -a settings_env <<<"$(variant_env "$variant")"
   read -r -a command <<<"$(program_of "$workload")"
   local -a program
   if [[ "$workload" == lm ]]; then
@@ -140,13 +151,16 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
   local -a clean=(env)
   while IFS='=' read -r var _; do clean+=(-u "$var"); done < <(env | grep '^ARCREDUCE_' || true)
   echo
-  echo "\$ ${*//"$build_dir"/BUILD} -- ${program[*]//"$build_dir"/BUILD}" |
+  local shown="${*//"$build_dir"/BUILD}"
+  ((${#settings_env[@]} == 0)) || shown+=" ${settings_env[*]}"
+  echo "\$ $shown -- ${program[*]//"$build_dir"/BUILD}" |
     sed "s#$root/##g; s#$cluster_dir#DIR#g"
   local status=0
   # DDP's rendezvous: a port of its own per run (an earlier run's may still be in TIME_WAIT).
   local limit=$run_timeout
   [[ "$workload" != lm ]] || limit=${RUN_TIMEOUT:-3600}
-  timeout "$limit" "${clean[@]}" "$@" -x "MASTER_PORT=$(free_port)" -- "${program[@]}" \
+  timeout "$limit" "${clean[@]}" "$@" "${settings_env[@]}" -x "MASTER_PORT=$(free_port)" \
+    -- "${program[@]}" \
     >"$dir/out" 2>&1 || status=$?
   grep -v '^{"bench"' "$dir/out" || true
   local line
