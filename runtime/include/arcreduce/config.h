@@ -13,8 +13,8 @@ enum class CompressedBatching { kOff, kOn, kAuto };
 struct Config {
   std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
   double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
-  // ARCREDUCE_SKETCH_RANK, >= 1: columns of ARC-Top-K's projection. 2 takes as many steps to
-  // accuracy as 4 and sends a third less (docs/time-to-accuracy.md, "Sketch rank").
+  // ARCREDUCE_SKETCH_RANK, >= 1: columns of ARC-Top-K's projection. 2 takes about as many steps
+  // to accuracy as 4 over five seeds and sends a third less (docs/time-to-accuracy.md).
   int sketch_rank = 2;
   // ARCREDUCE_ROW_LENGTH: longest row of ARC-Top-K's matrix view; longer rows of the natural view
   // are split into equal pieces (docs/compressors.md, "Matrix view"). 0 keeps the natural view.
