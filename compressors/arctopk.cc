@@ -27,7 +27,13 @@ enum class Path {
   kDense,   // no useful matrix view or too small: exact mean
   kExact,   // the sketch would not be smaller than the tensor: sum it, select by exact norms
   kSketch,  // the ARC path
+  kRandom,  // every row drawn at random (ARCREDUCE_RANDOM_ROWS=1): the sketch would go unused
 };
+
+// The paths that send the selected rows in the values All-Reduce.
+bool sends_rows(Path path) {
+  return path == Path::kSketch || path == Path::kRandom;
+}
 
 constexpr size_t kNone = ~size_t{0};
 
@@ -51,6 +57,7 @@ constexpr int64_t kBlockFloats = 16384;
 
 void ArcTopK::sketch_tensor(CompressTensor& t, int64_t n, int64_t m, int r, float* sketch) {
   if (!t.lazy) {
+    if (!sketch) return;
     kernels::sketch_transposed(t.input, n, m, transposed_.data(), r, sketch);
     return;
   }
@@ -60,6 +67,7 @@ void ArcTopK::sketch_tensor(CompressTensor& t, int64_t n, int64_t m, int r, floa
     const int64_t rows = std::min(block_rows, n - row);
     const auto begin = static_cast<size_t>(row * m);
     t.lazy->stream(begin, begin + static_cast<size_t>(rows * m), block_.data());
+    if (!sketch) continue;  // the stream only produces the input (kRandom)
     kernels::sketch_transposed(block_.data(), rows, m, transposed_.data(), r, sketch + row * r);
   }
 }
@@ -83,6 +91,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       p.k = kept(ctx.spec.ratio, n);
       const bool sketch_smaller = r < m && n * r + p.k * m < n * m;
       p.path = sketch_smaller ? Path::kSketch : Path::kExact;
+      if (p.k > 0 && random_row_count(ctx.config.random_rows, p.k) == p.k) p.path = Path::kRandom;
     }
     if (p.path == Path::kSketch) {
       const int64_t n = p.view.rows, m = p.view.cols;
@@ -92,6 +101,8 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       p.first = first.append(static_cast<size_t>(n) * r);
       sketch_tensor(t, n, m, r, first.at(p.first));
       ctx.stats.sketch_bytes += static_cast<uint64_t>(n) * r * sizeof(float);
+    } else if (p.path == Path::kRandom) {
+      sketch_tensor(t, p.view.rows, p.view.cols, r, nullptr);  // a lazy input is produced in e
     } else {
       p.first = first.append(t.elements);
       if (t.lazy) {
@@ -136,14 +147,16 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     scores.resize(static_cast<size_t>(n));
     if (p.path == Path::kExact) {
       kernels::row_sq_norms(first.at(p.first), n, m, scores.data());
-    } else {
+    } else if (p.path == Path::kSketch) {
       kernels::sketch_row_scores(first.at(p.first), n, r, scores.data());
+    } else {
+      kernels::fill(scores.data(), static_cast<size_t>(n), 0.0f);  // every row is drawn below
     }
     mark_random_rows(ctx.config, t, n, p.k, scores.data());
     p.rows.resize(static_cast<size_t>(p.k));
     kernels::top_k_rows(scores.data(), n, p.k, p.rows.data());
     ctx.stats.selected_rows += static_cast<uint64_t>(p.k);
-    if (p.path == Path::kSketch) {
+    if (sends_rows(p.path)) {
       p.second = second.append(static_cast<size_t>(p.k) * m);
       float* own_rows = second.at(p.second);
       if (t.lazy) {
@@ -182,7 +195,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       kernels::fill(t.output, t.elements, 0.0f);
     }
     const float* summed_rows;
-    if (p.path == Path::kSketch) {
+    if (sends_rows(p.path)) {
       summed_rows = second.at(p.second);
     } else {
       packed.resize(row_block);

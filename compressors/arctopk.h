@@ -1,8 +1,9 @@
 // ARC-Top-K (specs/arc-top-k.md): every rank sketches its gradient matrix with the same Philox
 // projection, the sketches are summed by one All-Reduce, every rank picks the same top-k rows
 // from the summed sketch, and only those rows are summed by a second All-Reduce. Per bucket:
-// exactly one sketch All-Reduce (which also carries dense-fallback and exact-path tensors) and
-// one values All-Reduce.
+// at most one sketch All-Reduce (which also carries dense-fallback and exact-path tensors) and
+// one values All-Reduce. With ARCREDUCE_RANDOM_ROWS=1 every row is drawn from the shared seed,
+// so no sketch is computed or sent: the first All-Reduce carries only the dense tensors.
 #pragma once
 
 #include <vector>

@@ -37,7 +37,9 @@ struct ArcTopKPlanTensor {
 };
 
 struct ArcTopKPlan {
-  enum class Path { kDense, kExact, kSketch };
+  // kRandom: every row drawn at random (ARCREDUCE_RANDOM_ROWS=1), no sketch; as in ArcTopK.
+  enum class Path { kDense, kExact, kSketch, kRandom };
+  static bool sends_rows(Path p) { return p == Path::kSketch || p == Path::kRandom; }
   struct Item {
     Path path = Path::kDense;
     int64_t n = 0, m = 0, k = 0;
@@ -60,6 +62,20 @@ struct ArcTopKPlan {
   // What ArcTopK adds to CompressorStats for the same bucket.
   uint64_t sketch_bytes = 0, value_bytes = 0, selected_rows = 0, dense_fallbacks = 0;
 };
+
+// Scratch floats the selection of `it` uses before the random draw's (run_arctopk_plan): the
+// transposed projection and the scores (sketch path), the scores and the packed rows (exact
+// path), the scores (random path).
+inline size_t selection_scratch(const ArcTopKPlan::Item& it, int r) {
+  switch (it.path) {
+    case ArcTopKPlan::Path::kSketch:
+      return static_cast<size_t>(it.m * r + it.n);
+    case ArcTopKPlan::Path::kExact:
+      return static_cast<size_t>(it.n + it.k * it.m);
+    default:
+      return static_cast<size_t>(it.n);
+  }
+}
 
 // The same path decisions as ArcTopK::reduce. Throws Error naming the tensor for a tensor whose
 // element count does not match its shape.
@@ -84,6 +100,9 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       it.k = kept(spec.ratio, it.n);
       const bool sketch_smaller = r < it.m && it.n * r + it.k * it.m < it.n * it.m;
       it.path = sketch_smaller ? ArcTopKPlan::Path::kSketch : ArcTopKPlan::Path::kExact;
+      if (it.k > 0 && random_row_count(config.random_rows, it.k) == it.k) {
+        it.path = ArcTopKPlan::Path::kRandom;
+      }
     }
     it.first = plan.first_floats;
     if (it.path == ArcTopKPlan::Path::kSketch) {
@@ -94,6 +113,11 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       plan.second_floats += static_cast<size_t>(it.k) * it.m;
       plan.value_bytes += static_cast<uint64_t>(it.k) * it.m * sizeof(float);
       plan.scratch_floats = std::max(plan.scratch_floats, static_cast<size_t>(it.m * r + it.n));
+    } else if (it.path == ArcTopKPlan::Path::kRandom) {
+      it.second = plan.second_floats;
+      plan.second_floats += static_cast<size_t>(it.k) * it.m;
+      plan.value_bytes += static_cast<uint64_t>(it.k) * it.m * sizeof(float);
+      plan.scratch_floats = std::max(plan.scratch_floats, static_cast<size_t>(it.n));
     } else {
       plan.first_floats += t.elements;
       plan.value_bytes += t.elements * sizeof(float);
@@ -107,11 +131,8 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       it.random = random_row_count(config.random_rows, it.k);
       if (it.random) {
         it.random_key = random_rows_key(config.seed, t.name, t.step);
-        const size_t used = it.path == ArcTopKPlan::Path::kSketch
-                                ? static_cast<size_t>(it.m * r + it.n)
-                                : static_cast<size_t>(it.n + it.k * it.m);
-        plan.scratch_floats =
-            std::max(plan.scratch_floats, used + static_cast<size_t>(it.n + it.random));
+        plan.scratch_floats = std::max(
+            plan.scratch_floats, selection_scratch(it, r) + static_cast<size_t>(it.n + it.random));
       }
       it.rows = plan.row_count;
       plan.row_count += static_cast<size_t>(it.k + it.random);
@@ -146,7 +167,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       float* transposed = scratch;
       k.fill_gaussian_transposed(it.key, it.m, r, transposed);
       k.sketch_transposed(t.input, it.n, it.m, transposed, r, buf.first + it.first);
-    } else if (t.elements) {
+    } else if (it.path != Path::kRandom && t.elements) {
       k.copy(buf.first + it.first, t.input, t.elements);
     }
   }
@@ -168,13 +189,13 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
     int64_t* rows = buf.rows + it.rows;
     if (it.path == Path::kExact) {
       k.row_sq_norms(buf.first + it.first, it.n, it.m, scores);
-    } else {
+    } else if (it.path == Path::kSketch) {
       k.sketch_row_scores(buf.first + it.first, it.n, r, scores);
+    } else {
+      k.fill(scores, static_cast<size_t>(it.n), 0.0f);  // every row is drawn below
     }
     if (it.random) {  // as mark_random_rows() in arctopk.cc
-      const size_t used = it.path == Path::kSketch ? static_cast<size_t>(it.m * r + it.n)
-                                                   : static_cast<size_t>(it.n + it.k * it.m);
-      float* normal = scratch + used;
+      float* normal = scratch + selection_scratch(it, r);
       float* infinities = normal + it.n;
       int64_t* drawn = rows + it.k;
       k.fill_gaussian(it.random_key, normal, static_cast<size_t>(it.n));
@@ -183,7 +204,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       k.scatter_rows(infinities, 1, drawn, it.random, scores);
     }
     k.top_k_rows(scores, it.n, it.k, rows);
-    if (it.path == Path::kSketch) {
+    if (ArcTopKPlan::sends_rows(it.path)) {
       float* own_rows = buf.second + it.second;
       k.gather_rows(t.input, it.m, rows, it.k, own_rows);
       if (t.contribution) {
@@ -204,7 +225,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
     const int64_t* rows = buf.rows + it.rows;
     const size_t row_block = static_cast<size_t>(it.k) * it.m;
     k.fill(t.output, t.elements, 0.0f);
-    if (it.path == Path::kSketch) {
+    if (ArcTopKPlan::sends_rows(it.path)) {
       k.scatter_rows(buf.second + it.second, it.m, rows, it.k, t.output);
       continue;
     }

@@ -166,6 +166,19 @@ TEST(ArcTopKPlan, PathsFollowTheCompressorsRules) {
   EXPECT_EQ(plan.items[7].path, ArcTopKPlan::Path::kSketch);
   EXPECT_EQ(plan.items[7].k, 30);
   EXPECT_EQ(plan.selected_rows, 6u + 1u + 1u + 1u + 1u + 30u);
+
+  // Every row at random: the sketch and exact paths become the random path, which adds nothing
+  // to the first All-Reduce; only the dense tensors (bias 5, empty 0) remain there.
+  Config random = config;
+  random.random_rows = 1.0;
+  const ArcTopKPlan drawn = plan_arctopk(pts, random, spec, 2);
+  for (size_t i : {0, 1, 2, 5, 6, 7}) {
+    EXPECT_EQ(drawn.items[i].path, ArcTopKPlan::Path::kRandom) << mixed_bucket()[i].name;
+  }
+  EXPECT_EQ(drawn.first_floats, 5u);
+  EXPECT_EQ(drawn.sketch_bytes, 0u);
+  EXPECT_EQ(drawn.second_floats, 6u * 32 + 1u * 18 + 1u * 4 + 1u * 1 + 1u * 64 + 30u * 9);
+  EXPECT_EQ(drawn.selected_rows, plan.selected_rows);
 }
 
 TEST(ArcTopKPlan, ShapeMismatchNamesTheTensor) {

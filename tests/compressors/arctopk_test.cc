@@ -4,6 +4,7 @@
 
 #include "compressors/kernels/kernels.h"
 #include "compressors/matrix_view.h"
+#include "tests/compressors/collective_counter.h"
 #include "tests/compressors/compressor_harness.h"
 
 namespace arcreduce {
@@ -94,6 +95,147 @@ TEST_P(ArcTopKWorlds, SketchPathMatchesReference) {
 TEST_P(ArcTopKWorlds, ExactPathWhenSketchIsNotSmaller) {
   // r >= m (40 x 4 with r = 4) and n*r + k*m >= n*m (10 x 6, r = 4, k = 5).
   expect_arc_output(GetParam(), {{"narrow", {40, 4}}, {"small", {10, 6}}}, 4, 0.5, {true, true});
+}
+
+// ARCREDUCE_RANDOM_ROWS=1: every row is drawn, so no sketch is computed or sent; the tensors that
+// would have taken the sketch or the exact path send only their drawn rows, in one All-Reduce.
+struct RandomRowsRun {
+  std::vector<RankResult> results;
+  std::vector<CompressorStats> stats;
+  std::vector<int> allreduces;
+};
+
+RandomRowsRun run_every_row_random(int world, const std::vector<TensorSpec>& tensors, double ratio,
+                                   uint64_t step) {
+  Config c = arc_config(2);
+  c.random_rows = 1.0;
+  c.check_consistency = false;  // its hash exchange would be counted too
+  RandomRowsRun run{std::vector<RankResult>(world), std::vector<CompressorStats>(world),
+                    std::vector<int>(world)};
+  run_ranks(world, [&](Communicator& raw) {
+    const int rank = raw.rank();
+    CollectiveCounter comm(raw);
+    auto arc = make_compressor("arctopk");
+    Logger log = make_logger(rank, "error");
+    RankResult& res = run.results[rank];
+    std::vector<std::vector<float>> in(tensors.size());
+    std::vector<CompressTensor> bucket(tensors.size());
+    res.output.resize(tensors.size());
+    res.contribution.resize(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const size_t n = tensors[t].elements();
+      for (size_t i = 0; i < n; ++i) in[t].push_back(smooth_input(rank, t, i, 0));
+      res.output[t].assign(n, std::nanf(""));
+      res.contribution[t].assign(n, std::nanf(""));
+      CompressTensor& ct = bucket[t];
+      ct.name = tensors[t].name;
+      ct.shape = tensors[t].shape;
+      ct.elements = n;
+      ct.step = step;
+      ct.input = in[t].data();
+      ct.output = res.output[t].data();
+      ct.contribution = res.contribution[t].data();
+    }
+    const CompressionSpec sp = spec(ratio);
+    CompressContext ctx{comm, c, sp, run.stats[rank], log, nullptr};
+    arc->reduce(bucket, ctx);
+    run.allreduces[rank] = comm.allreduces + comm.others;
+  });
+  return run;
+}
+
+TEST_P(ArcTopKWorlds, EveryRowAtRandomSendsNoSketch) {
+  const int world = GetParam();
+  // With ranked rows "w" would take the sketch path and "narrow" the exact one (m = r = 2);
+  // "bias" is a dense mean.
+  const std::vector<TensorSpec> tensors = {{"w", {64, 32}}, {"narrow", {40, 2}}, {"bias", {5}}};
+  const double ratio = 0.25;
+  const uint64_t step = 3;
+  const RandomRowsRun run = run_every_row_random(world, tensors, ratio, step);
+  uint64_t values = 5;  // the bias
+  for (size_t t = 0; t < 2; ++t) {
+    const MatrixView v = matrix_view(tensors[t].shape);
+    const int64_t k = kept(ratio, v.rows);
+    std::vector<int64_t> drawn(static_cast<size_t>(k));
+    draw_random_rows(7, tensors[t].name, step, v.rows, k, drawn.data());
+    std::vector<bool> selected(static_cast<size_t>(v.rows), false);
+    for (int64_t row : drawn) selected[static_cast<size_t>(row)] = true;
+    values += static_cast<uint64_t>(k * v.cols);
+    for (int rank = 0; rank < world; ++rank) {
+      for (int64_t i = 0; i < v.rows; ++i) {
+        for (int64_t j = 0; j < v.cols; ++j) {
+          const auto e = static_cast<size_t>(i * v.cols + j);
+          double mean = 0;
+          for (int q = 0; q < world; ++q) mean += smooth_input(q, t, e, 0);
+          mean /= world;
+          const float mine = selected[i] ? smooth_input(rank, t, e, 0) : 0.0f;
+          ASSERT_NEAR(run.results[rank].output[t][e], selected[i] ? mean : 0.0,
+                      1e-5 * (1 + std::fabs(mean)))
+              << tensors[t].name << " rank " << rank << " row " << i;
+          ASSERT_EQ(run.results[rank].contribution[t][e], mine)
+              << tensors[t].name << " rank " << rank << " row " << i;
+        }
+      }
+    }
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_EQ(run.stats[rank].sketch_bytes, 0u) << "rank " << rank;
+    EXPECT_EQ(run.stats[rank].value_bytes, values * sizeof(float)) << "rank " << rank;
+    // The bias's dense mean and the drawn rows: two All-Reduces, none for a sketch.
+    EXPECT_EQ(run.allreduces[rank], 2) << "rank " << rank;
+  }
+  // Without a dense tensor the bucket is one All-Reduce.
+  const RandomRowsRun rows_only = run_every_row_random(world, {tensors[0]}, ratio, step);
+  for (int rank = 0; rank < world; ++rank) EXPECT_EQ(rows_only.allreduces[rank], 1);
+}
+
+// The same under efm, whose x = u + e reaches ARC-Top-K as a lazy stream: the stream must still
+// run when no sketch reads it. Three steps against a naive efm with masking (k = 3 of 64 rows is
+// below eta's share, so the sent rows' velocity is cleared).
+TEST_P(ArcTopKWorlds, EveryRowAtRandomUnderEfmMatchesNaiveEfm) {
+  const int world = GetParam();
+  Config c = arc_config(2);
+  c.random_rows = 1.0;
+  c.check_consistency = false;
+  const std::vector<TensorSpec> tensors = {{"w", {64, 32}}};
+  const int steps = 3;
+  const double ratio = 0.05;
+  auto got = run_compressor(world, "arctopk", spec(ratio, "efm"), c, tensors, smooth_input, steps);
+  const int64_t n = 64, m = 32, k = kept(ratio, n);
+  const float beta = 1.0f - static_cast<float>(c.ef_momentum);
+  std::vector<std::vector<float>> u(world, std::vector<float>(n * m, 0.0f)), e = u, x = u;
+  std::vector<double> mean(n * m);
+  std::vector<bool> selected;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<int64_t> drawn(static_cast<size_t>(k));
+    draw_random_rows(c.seed, "w", static_cast<uint64_t>(s), n, k, drawn.data());
+    selected.assign(static_cast<size_t>(n), false);
+    for (int64_t row : drawn) selected[static_cast<size_t>(row)] = true;
+    std::fill(mean.begin(), mean.end(), 0.0);
+    for (int q = 0; q < world; ++q) {
+      for (int64_t i = 0; i < n * m; ++i) {
+        u[q][i] = smooth_input(q, 0, static_cast<size_t>(i), s) + beta * u[q][i];
+        e[q][i] += u[q][i];
+        x[q][i] = e[q][i];
+        if (selected[i / m]) mean[i] += x[q][i] / world;
+      }
+      for (int64_t i = 0; i < n * m; ++i) {
+        if (!selected[i / m]) continue;
+        e[q][i] = 0.0f;
+        if (x[q][i] != 0.0f) u[q][i] = 0.0f;
+      }
+    }
+  }
+  for (int q = 0; q < world; ++q) {
+    for (int64_t i = 0; i < n * m; ++i) {
+      const double want = selected[i / m] ? mean[i] : 0.0;
+      ASSERT_NEAR(got[q].output[0][i], want, 1e-4 * (1 + std::fabs(want)))
+          << "rank " << q << " element " << i;
+      ASSERT_NEAR(got[q].contribution[0][i], selected[i / m] ? x[q][i] : 0.0f,
+                  1e-4 * (1 + std::fabs(x[q][i])))
+          << "rank " << q << " element " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Np, ArcTopKWorlds, ::testing::Range(1, 9));
