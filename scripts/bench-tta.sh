@@ -19,8 +19,8 @@
 #
 # Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
 # arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults),
-# arctopk-random (not in the default list: every row drawn at random, ARCREDUCE_RANDOM_ROWS=1,
-# with ef14, the MLP's fastest setting in docs/time-to-accuracy.md), topk
+# arctopk-random (every row drawn at random, ARCREDUCE_RANDOM_ROWS=1, so no sketch, with ef14:
+# the MLP's fastest setting in docs/time-to-accuracy.md), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
 # ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
 # lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
@@ -43,7 +43,8 @@ out_dir=${OUT_DIR:-$root/docs/results/tta}
 settings=${SETTINGS:-local 4x1gbit}
 seeds=${SEEDS:-0 1}
 workloads=${WORKLOADS:-mlp cnn}
-all_variants="dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 topk randk oktopk"
+all_variants="dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 arctopk-random topk"
+all_variants+=" randk oktopk"
 all_variants+=" powersgd ddp ddp-powersgd"
 variants=${VARIANTS:-$all_variants}
 ranks=${RANKS:-4}
