@@ -134,7 +134,7 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   if (size_ == 1 || count == 0) return;
   if (algorithm_for(count * element) == AllreduceAlgorithm::kRing) {
     record(ring_allreduce(ring_comm_, buf, count, type, op, options_.ring_segment_bytes,
-                          &ring_scratch_, options_.wait));
+                          &ring_scratch_, point_to_point(options_.wait)));
     return;
   }
   const MpiReduction reduction = reduce_ops_.lookup(type, op);
@@ -363,7 +363,7 @@ void MpiCommunicator::wait_all(Pending* pending) {
   if (pending->requests.empty()) return;
   std::vector<MPI_Status> statuses(pending->requests.size());
   wait_requests(pending->requests.data(), static_cast<int>(pending->requests.size()),
-                statuses.data(), options_.wait, pending->bytes);
+                statuses.data(), point_to_point(options_.wait), pending->bytes);
   for (size_t i = 0; i < statuses.size(); ++i) {
     if (pending->expected_bytes[i] < 0) continue;
     int received = 0;

@@ -115,7 +115,6 @@ bool request_short_slice(std::chrono::microseconds slice) {
 
 namespace {
 
-constexpr int kPollBurst = 16;
 constexpr int kQuietFraction = 16;
 // A wait loop looks at the clock at least every max_sleep (at most 100 ms); a longer gap means
 // this process itself was not running (SIGSTOP of the whole job, a suspended terminal), and that
@@ -225,7 +224,7 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const
     sleep = std::min(sleep * 2, policy.max_sleep);
     // Open MPI runs some progress callbacks (libnbc's schedules among them) only on every
     // eighth progress call: poll in a burst after each sleep so one wake-up advances them.
-    for (int i = 0; i < kPollBurst; ++i) {
+    for (int i = 0; i < std::max(policy.poll_burst, 1); ++i) {
       if (test(requests, count, statuses, &remaining, &progressed, &indices, &scratch)) return;
     }
     if (progressed) last_progress = Clock::now();

@@ -63,6 +63,11 @@ struct WaitPolicy {
   std::chrono::microseconds spin{50};
   std::chrono::microseconds min_sleep{10};
   std::chrono::microseconds max_sleep{2000};
+  // kSleep: tests after each sleep. Open MPI advances its non-blocking collectives (libnbc) only
+  // on every eighth progress call, so a wake-up that should move one on tests in a burst; a
+  // point-to-point request advances on every call, and each test costs a poll() of every
+  // socket (the TCP transport), so waits for those use point_to_point() (one test).
+  int poll_burst = 16;
   // Longest time a wait may go without any of its requests completing; then wait_requests
   // throws CommunicationTimeout (ops/communicator.h). 0: wait forever. kBusy then polls with
   // MPI_Testsome instead of MPI_Waitall, so that it can look at the clock.
@@ -71,6 +76,12 @@ struct WaitPolicy {
   // Null: always `spin`. Copies of a policy share it.
   std::shared_ptr<WaitHistory> history;
 };
+
+// `policy` for waits on point-to-point requests only: one test per wake-up.
+inline WaitPolicy point_to_point(WaitPolicy policy) {
+  policy.poll_burst = 1;
+  return policy;
+}
 
 // "sleep", "yield", "busy" <-> WaitMode (names in that order, the default first); parse throws
 // arcreduce::Error naming the value.

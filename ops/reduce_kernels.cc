@@ -1,6 +1,7 @@
 #include "ops/reduce_kernels.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "arcreduce/status.h"
@@ -148,6 +149,27 @@ void scale(void* buf, size_t count, ScalarType type, double factor) {
                                                       static_cast<float>(factor));
     default:
       throw Error(std::string("scale: floating type required, got ") + scalar_type_name(type));
+  }
+}
+
+void scale_copy(void* dst, const void* src, size_t count, ScalarType type, double factor) {
+  switch (type) {
+    case ScalarType::kFloat32: {
+      float* out = static_cast<float*>(dst);
+      const float* in = static_cast<const float*>(src);
+      const float f = static_cast<float>(factor);
+      for (size_t i = 0; i < count; ++i) out[i] = in[i] * f;
+      return;
+    }
+    case ScalarType::kFloat64: {
+      double* out = static_cast<double*>(dst);
+      const double* in = static_cast<const double*>(src);
+      for (size_t i = 0; i < count; ++i) out[i] = in[i] * factor;
+      return;
+    }
+    default:
+      if (count > 0) std::memcpy(dst, src, count * scalar_size(type));
+      return scale(dst, count, type, factor);
   }
 }
 

@@ -18,6 +18,8 @@ void reduce_into(void* dst, const void* src, size_t count, ScalarType type, Coll
 // buf[i] *= factor for floating types (fp16/bf16: widened to fp32, multiplied by the fp32-rounded
 // factor, rounded once; fp64: in double). Throws arcreduce::Error for integer types.
 void scale(void* buf, size_t count, ScalarType type, double factor);
+// dst[i] = src[i] * factor, the same value scale() gives, in one pass (buffers must not overlap).
+void scale_copy(void* dst, const void* src, size_t count, ScalarType type, double factor);
 
 // Converts `count` fp32 values to fp16/bf16 (nearest-even) and back (exact). `type` must be
 // kFloat16 or kBFloat16, else arcreduce::Error.

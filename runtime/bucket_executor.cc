@@ -189,8 +189,18 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
 
     t = std::chrono::steady_clock::now();
     phases_.begin("unpack", "decompress");
-    if (average && !scales_before_sum(signature.dtype)) scale(data, count, type, inv_size);
-    if (!in_place) buffer_.scatter(chunk);
+    if (!average || scales_before_sum(signature.dtype)) {
+      if (!in_place) buffer_.scatter(chunk);
+    } else if (in_place) {
+      scale(data, count, type, inv_size);
+    } else {
+      // Averaged while copied back: one pass over the chunk instead of two.
+      size_t offset = 0;
+      for (const Piece& p : chunk.pieces) {
+        scale_copy(p.data, buffer_.data() + offset, p.bytes / element, type, inv_size);
+        offset += p.bytes;
+      }
+    }
     stats.copy_seconds += seconds_since(t);
   }
 }

@@ -164,6 +164,10 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
     reject(kEnvBatchGapUs, std::to_string(c.batch_gap_us),
            "microseconds in [0, 1000000], e.g. 100");
   }
+  if (c.min_bucket_bytes < 0 || c.min_bucket_bytes > (int64_t{1} << 30)) {
+    reject(kEnvMinBucketBytes, std::to_string(c.min_bucket_bytes),
+           "bytes in [0, 1073741824], e.g. 1048576");
+  }
   // Rejected at start-up rather than at the first CUDA bucket, where it would fail every op.
   if (!ARCREDUCE_NCCL && c.cuda_transport == "nccl") {
     reject(kEnvCudaTransport, c.cuda_transport,
@@ -248,6 +252,7 @@ Config Config::from_env() {
   get(kEnvWaitMaxSleepUs, [&](auto& k, auto& v) { c.wait_max_sleep_us = parse_int(k, v); });
   get(kEnvWaitSpinUs, [&](auto& k, auto& v) { c.wait_spin_us = parse_int(k, v); });
   get(kEnvBatchGapUs, [&](auto& k, auto& v) { c.batch_gap_us = parse_int(k, v); });
+  get(kEnvMinBucketBytes, [&](auto& k, auto& v) { c.min_bucket_bytes = parse_int(k, v); });
   get(kEnvBatchCompressed, [&](auto& k, auto& v) {
     if (v != "0" && v != "1" && v != "auto") reject(k, v, "0, 1 or auto");
     c.batch_compressed = v == "auto" ? CompressedBatching::kAuto

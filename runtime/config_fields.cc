@@ -38,6 +38,7 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvWaitMaxSleepUs,
                                                 kEnvWaitSpinUs,
                                                 kEnvBatchGapUs,
+                                                kEnvMinBucketBytes,
                                                 kEnvBatchCompressed};
   return vars;
 }

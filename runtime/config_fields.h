@@ -40,6 +40,7 @@ constexpr const char* kEnvWaitMode = "ARCREDUCE_WAIT_MODE";
 constexpr const char* kEnvWaitMaxSleepUs = "ARCREDUCE_WAIT_MAX_SLEEP_US";
 constexpr const char* kEnvWaitSpinUs = "ARCREDUCE_WAIT_SPIN_US";
 constexpr const char* kEnvBatchGapUs = "ARCREDUCE_BATCH_GAP_US";
+constexpr const char* kEnvMinBucketBytes = "ARCREDUCE_MIN_BUCKET_BYTES";
 constexpr const char* kEnvBatchCompressed = "ARCREDUCE_BATCH_COMPRESSED";
 
 // Every variable Config::from_env() accepts.

@@ -44,7 +44,8 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
       queue_(queue),
       controller_(ctx),
       executor_(ctx, state),
-      batcher_(ctx.config.batch_compressed, ctx.config.warmup_steps) {
+      batcher_(ctx.config.batch_compressed, ctx.config.warmup_steps),
+      grouper_(static_cast<size_t>(ctx.config.min_bucket_bytes)) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
   if (ctx.rank == 0 && !ctx.config.timeline.empty()) {
@@ -132,26 +133,32 @@ void Coordinator::loop() {
       // it, so stall reports and shutdown go through.
       const bool cycle_now = (busy && controller_.has_pending()) || !device_buckets_.empty();
       std::chrono::microseconds wait = cycle_now ? cycle : std::chrono::microseconds(kIdleCycle);
-      if (batcher_.holding()) {
-        const auto due = std::chrono::duration_cast<std::chrono::microseconds>(batcher_.deadline() -
-                                                                               Clock::now());
+      // Held tensors are released at their deadline even when nothing else wakes the loop.
+      const auto until = [&](Clock::time_point deadline) {
+        const auto due =
+            std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
         wait = std::max(std::chrono::microseconds(0), std::min(wait, due));
-      }
+      };
+      if (batcher_.holding()) until(batcher_.deadline());
+      if (grouper_.holding()) until(grouper_.deadline());
       queue_.wait_for_work(wait);
       // Tensors produced together (a layer's weight and bias) join one cycle: waking at the
       // first submission would negotiate it alone, and the rest a round later.
       queue_.wait_for_quiet(batch_gap, cycle);
       auto t = std::chrono::steady_clock::now();
-      std::vector<Request> requests = batcher_.admit(queue_.take_new_requests(), t);
+      std::vector<Request> requests =
+          grouper_.admit(batcher_.admit(queue_.take_new_requests(), t), t);
       // Shutdown, or a user blocked on an op (a synchronous allreduce per tensor, say): release
       // what the batcher holds rather than make them wait for the rest of a step.
       if (queue_.take_waited() || shutdown_requested_.load()) {
         for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
+        for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
       }
       // Woken only by submissions the batcher holds: nothing to report, so no round, unless the
       // idle cycle is due (it keeps other ranks' negotiations and stall reports going).
-      if (requests.empty() && batcher_.holding() && !controller_.has_pending() &&
-          device_buckets_.empty() && !shutdown_requested_.load() && t - last_cycle < kIdleCycle) {
+      if (requests.empty() && (batcher_.holding() || grouper_.holding()) &&
+          !controller_.has_pending() && device_buckets_.empty() && !shutdown_requested_.load() &&
+          t - last_cycle < kIdleCycle) {
         continue;
       }
       last_cycle = t;

@@ -15,6 +15,7 @@
 #include "runtime/bucket_executor.h"
 #include "runtime/context.h"
 #include "runtime/controller.h"
+#include "runtime/dense_grouper.h"
 #include "runtime/step_batcher.h"
 #include "runtime/timeline.h"
 #include "tensor_queue/tensor_queue.h"
@@ -75,6 +76,7 @@ class Coordinator {
   };
   std::deque<DeviceBucket> device_buckets_;
   StepBatcher batcher_;
+  DenseGrouper grouper_;
   bool batching_decided_ = false;
   // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
   // of the cycle's tensors not yet completed: for the message of a communication timeout.

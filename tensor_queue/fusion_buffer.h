@@ -35,6 +35,8 @@ class FusionBuffer {
   void* gather(const Chunk& chunk);
   // Copies the buffer's contents back into the chunk's pieces.
   void scatter(const Chunk& chunk) const;
+  // The buffer, as gather() filled it.
+  const uint8_t* data() const { return storage_.data(); }
 
  private:
   std::vector<uint8_t> storage_;

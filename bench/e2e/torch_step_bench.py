@@ -195,7 +195,10 @@ def time_steps(args, exchange, images, labels):
         fit = int(args.budget / max(float(mean[0]) / size, 1e-9))
         steps = max(min(steps, 10), min(steps, fit))
     before = exchange.counters()
+    cpu = time.process_time()
     own = [step(args.warmup + i) for i in range(steps)]
+    # CPU of every thread of this process (training, coordinator or gloo, MPI) per timed step.
+    time_steps.process_cpu_s_per_step = (time.process_time() - cpu) / steps
     return own, before, exchange.counters()
 
 
@@ -229,7 +232,8 @@ def main():
     parameters = sum(p.numel() for p in model.parameters())
     ring = 2 * (size - 1) / size
     per_step = {"bytes_sent_per_step": None, "collectives_per_step": None,
-                "negotiation_collectives_per_step": None, "coordinator_cpu_s_per_step": None}
+                "negotiation_collectives_per_step": None, "coordinator_cpu_s_per_step": None,
+                "process_cpu_s_per_step": round(time_steps.process_cpu_s_per_step, 6)}
     if before is not None:
         source = "arcreduce stats, rank 0"
         for key, name in (("bytes_sent", "bytes_sent_per_step"),

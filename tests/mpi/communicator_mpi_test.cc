@@ -317,28 +317,33 @@ TEST(MpiWait, ParsesModesAndNamesBadOnes) {
 }
 
 // A receive that completes only after several sleeps, under each mode, on this rank alone.
+// Every mode, and point_to_point()'s single test per wake-up (point-to-point requests advance
+// on every test).
 TEST(MpiWait, EveryModeCompletesASelfMessageSentLate) {
-  for (WaitMode mode : {WaitMode::kBusy, WaitMode::kYield, WaitMode::kSleep}) {
-    WaitPolicy policy;
-    policy.mode = mode;
-    policy.spin = std::chrono::microseconds(0);
-    int received = 0, sent = 41;
-    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_SELF, &requests[0]),
-              MPI_SUCCESS);
-    ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &requests[1]), MPI_SUCCESS);
-    std::thread sender([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      MPI_Send(&sent, 1, MPI_INT, 0, 5, MPI_COMM_SELF);
-    });
-    MPI_Status statuses[2];
-    wait_requests(requests, 2, statuses, policy);
-    sender.join();
-    EXPECT_EQ(received, 41) << wait_mode_name(mode);
-    EXPECT_EQ(statuses[1].MPI_TAG, 5) << wait_mode_name(mode);
-    EXPECT_EQ(requests[1], MPI_REQUEST_NULL);
-    wait_requests(requests, 2, MPI_STATUSES_IGNORE, policy);  // all null: returns at once
-  }
+  for (WaitMode mode : {WaitMode::kBusy, WaitMode::kYield, WaitMode::kSleep})
+    for (bool one_test : {false, true}) {
+      WaitPolicy policy;
+      policy.mode = mode;
+      policy.spin = std::chrono::microseconds(0);
+      if (one_test) policy = point_to_point(policy);
+      ASSERT_EQ(policy.poll_burst, one_test ? 1 : 16);
+      int received = 0, sent = 41;
+      MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_SELF, &requests[0]),
+                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Irecv(&received, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &requests[1]), MPI_SUCCESS);
+      std::thread sender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        MPI_Send(&sent, 1, MPI_INT, 0, 5, MPI_COMM_SELF);
+      });
+      MPI_Status statuses[2];
+      wait_requests(requests, 2, statuses, policy);
+      sender.join();
+      EXPECT_EQ(received, 41) << wait_mode_name(mode);
+      EXPECT_EQ(statuses[1].MPI_TAG, 5) << wait_mode_name(mode);
+      EXPECT_EQ(requests[1], MPI_REQUEST_NULL);
+      wait_requests(requests, 2, MPI_STATUSES_IGNORE, policy);  // all null: returns at once
+    }
 }
 
 // Waits that usually outlast the spin stop polling for it, per message size; quick ones bring

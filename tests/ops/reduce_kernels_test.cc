@@ -109,6 +109,23 @@ TEST(ReduceKernelsTest, ScaleFloatTypes) {
   scale(nullptr, 0, ScalarType::kFloat32, 2.0);  // count 0 touches nothing
 }
 
+// scale_copy gives, in one pass, exactly what a copy followed by scale() gives.
+TEST(ReduceKernelsTest, ScaleCopyMatchesCopyThenScale) {
+  for (ScalarType type :
+       {ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1001}}) {
+      const std::vector<char> src = make_values(type, n, 7, false);
+      std::vector<char> expected = src;
+      scale(expected.data(), n, type, 1.0 / 3.0);
+      std::vector<char> out(src.size(), 0);
+      scale_copy(out.data(), src.data(), n, type, 1.0 / 3.0);
+      EXPECT_EQ(out, expected) << scalar_type_name(type) << " n=" << n;
+    }
+  }
+  int32_t i = 4, o = 0;
+  EXPECT_THROW(scale_copy(&o, &i, 1, ScalarType::kInt32, 0.5), Error);
+}
+
 TEST(ReduceKernelsTest, HalfArrayConversions) {
   const std::vector<float> in = {0.0f, 1.0f, -2.5f, 65504.0f, 1e-8f, 3.14159f};
   for (ScalarType type : {ScalarType::kFloat16, ScalarType::kBFloat16}) {

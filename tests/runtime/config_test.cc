@@ -41,6 +41,7 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_EQ(c.wait_max_sleep_us, 2000);
   EXPECT_EQ(c.wait_spin_us, 1000);
   EXPECT_EQ(c.batch_gap_us, 100);
+  EXPECT_EQ(c.min_bucket_bytes, 1 << 20);
   EXPECT_EQ(c.batch_compressed, CompressedBatching::kAuto);
 }
 
@@ -74,6 +75,7 @@ TEST(Config, ReadsEveryVariable) {
   env.set("ARCREDUCE_WAIT_MAX_SLEEP_US", "750");
   env.set("ARCREDUCE_WAIT_SPIN_US", "0");
   env.set("ARCREDUCE_BATCH_GAP_US", "0");
+  env.set("ARCREDUCE_MIN_BUCKET_BYTES", "0");
   env.set("ARCREDUCE_BATCH_COMPRESSED", "1");
   Config c = Config::from_env();
   EXPECT_EQ(c.compressor, "topk");
@@ -104,6 +106,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.wait_max_sleep_us, 750);
   EXPECT_EQ(c.wait_spin_us, 0);
   EXPECT_EQ(c.batch_gap_us, 0);
+  EXPECT_EQ(c.min_bucket_bytes, 0);
   EXPECT_EQ(c.batch_compressed, CompressedBatching::kOn);
 }
 
@@ -177,6 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_WAIT_SPIN_US", "-1", "[0, 1000000]"},
                       BadValue{"ARCREDUCE_BATCH_GAP_US", "1000001", "[0, 1000000]"},
                       BadValue{"ARCREDUCE_BATCH_GAP_US", "soon", "integer"},
+                      BadValue{"ARCREDUCE_MIN_BUCKET_BYTES", "-1", "[0, 1073741824]"},
+                      BadValue{"ARCREDUCE_MIN_BUCKET_BYTES", "1MB", "integer"},
                       BadValue{"ARCREDUCE_BATCH_COMPRESSED", "yes", "0, 1 or auto"},
                       BadValue{"ARCREDUCE_FOO", "1", "ARCREDUCE_COMPRESSOR"}));
 

@@ -70,6 +70,12 @@ struct Config {
   // that tensors produced together (a layer's weight and bias) share one cycle and one bucket;
   // in [0, 1000000], 0 negotiates at once. Local to each rank.
   int64_t batch_gap_us = 100;
+  // ARCREDUCE_MIN_BUCKET_BYTES: an uncompressed all-reduce is held until the tensors this rank
+  // has submitted since make at least this many bytes, or the step's last of them has come
+  // (learnt from the step before), so that small tensors share a bucket with the next large one
+  // instead of each costing a round (docs/runtime.md, "Small dense buckets"); 0 holds nothing.
+  // Local to each rank.
+  int64_t min_bucket_bytes = 1 << 20;
   // ARCREDUCE_BATCH_COMPRESSED: whether compressed tensors (every compressor but "none" and
   // "fp16") wait until this rank has submitted all of the step's (learnt from the previous step)
   // and then go out in one cycle. Fewer rounds, but no overlap of the compressed exchange with

@@ -1,0 +1,62 @@
+// DenseGrouper: holds this rank's small dense all-reduces back until, together with what backward
+// produces next, they make a bucket worth a round (ARCREDUCE_MIN_BUCKET_BYTES), as PyTorch DDP
+// launches no bucket before it has filled.
+//
+// Backward hands over its last layers' gradients first, and they are small (a classifier's few
+// KB, each layer's bias a little ahead of its weight). Sent as produced, each is a latency-bound
+// round of its own while the link is idle, and the first large bucket goes out only after them:
+// on 4 hosts x 1 Gbit/s a PyTorch MLP of 4.2M parameters spent 20-25 ms of each step in such
+// rounds before its first 2 MB bucket started (docs/runtime.md, "Small dense buckets").
+//
+// The step is learnt per rank, as StepBatcher learns it: a name submitted again starts a new
+// step, and the dense names of the step before are the ones expected. A held tensor is released
+// with the others when the held bytes reach the minimum, when every expected dense name has been
+// submitted in this step (the last small tensors of a step are not kept waiting for a next one),
+// when the oldest has waited twice the previous step's submission span plus kSlack (a tensor
+// that some step skips costs that much, never a hang), or through release_all() (shutdown, or a
+// user blocked on an op). The first step holds nothing. Compressed tensors are StepBatcher's;
+// broadcasts are never held.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "tensor_queue/message.h"
+#include "tensor_queue/tensor_queue.h"
+
+namespace arcreduce {
+
+class DenseGrouper {
+ public:
+  static constexpr std::chrono::milliseconds kSlack{5};
+
+  // `min_bytes` 0: hold nothing.
+  explicit DenseGrouper(size_t min_bytes) : min_bytes_(min_bytes) {}
+
+  // Takes this cycle's requests (submission order) at `now`; returns those to negotiate now,
+  // held ones that became due first, in submission order.
+  std::vector<Request> admit(std::vector<Request> incoming, Clock::time_point now);
+  std::vector<Request> release_all();
+  bool holding() const { return !held_.empty(); }
+  // When the oldest held request must be released; only meaningful while holding().
+  Clock::time_point deadline() const { return held_since_ + hold_limit_; }
+  // Whether the tensor of `signature` may be held: an uncompressed all-reduce.
+  static bool holds(const TensorSignature& signature);
+
+ private:
+  bool step_complete() const;
+
+  size_t min_bytes_;
+  std::vector<Request> held_;
+  size_t held_bytes_ = 0;
+  Clock::time_point held_since_{};
+  std::chrono::microseconds hold_limit_{0};
+  std::unordered_set<std::string> step_names_;
+  std::unordered_set<std::string> step_dense_;
+  Clock::time_point step_first_{}, step_last_{};
+  std::unordered_set<std::string> expected_;  // the previous step's dense names
+};
+
+}  // namespace arcreduce
