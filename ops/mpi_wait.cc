@@ -211,7 +211,10 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const
     }
     const Clock::time_point now = Clock::now();
     check_timeout(now, progressed);
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      sched_yield();  // the spin leaves the core to a runnable training thread
+      continue;
+    }
     if (progressed) {
       sleep = policy.min_sleep;
       quiet_since = now;
