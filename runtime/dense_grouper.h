@@ -8,11 +8,11 @@
 // on 4 hosts x 1 Gbit/s a PyTorch MLP of 4.2M parameters spent 20-25 ms of each step in such
 // rounds before its first 2 MB bucket started (docs/runtime.md, "Small dense buckets").
 //
-// The step is learnt per rank, as StepBatcher learns it: a name submitted again starts a new
-// step, and the dense names of the step before are the ones expected. A held tensor is released
-// with the others when the held bytes reach the minimum, when every expected dense name has been
-// submitted in this step (the last small tensors of a step are not kept waiting for a next one),
-// when the oldest has waited twice the previous step's submission span plus kSlack (a tensor
+// The step is learnt per rank (StepNames, as StepBatcher learns it): a name submitted again
+// starts a new step, and the dense names of the step before are the ones expected. A held tensor is
+// released with the others when the held bytes reach the minimum, when every expected dense name
+// has been submitted in this step (the last small tensors of a step are not kept waiting for a next
+// one), when the oldest has waited twice the previous step's submission span plus kSlack (a tensor
 // that some step skips costs that much, never a hang), or through release_all() (shutdown, or a
 // user blocked on an op). The first step holds nothing. Compressed tensors are StepBatcher's;
 // broadcasts are never held.
@@ -23,6 +23,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/step_names.h"
 #include "tensor_queue/message.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -41,22 +42,16 @@ class DenseGrouper {
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
   // When the oldest held request must be released; only meaningful while holding().
-  Clock::time_point deadline() const { return held_since_ + hold_limit_; }
+  Clock::time_point deadline() const { return held_since_ + steps_.hold_limit(); }
   // Whether the tensor of `signature` may be held: an uncompressed all-reduce.
   static bool holds(const TensorSignature& signature);
 
  private:
-  bool step_complete() const;
-
   size_t min_bytes_;
   std::vector<Request> held_;
   size_t held_bytes_ = 0;
   Clock::time_point held_since_{};
-  std::chrono::microseconds hold_limit_{0};
-  std::unordered_set<std::string> step_names_;
-  std::unordered_set<std::string> step_dense_;
-  Clock::time_point step_first_{}, step_last_{};
-  std::unordered_set<std::string> expected_;  // the previous step's dense names
+  StepNames steps_{kSlack};  // eligible: uncompressed all-reduces
 };
 
 }  // namespace arcreduce

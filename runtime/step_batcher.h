@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "arcreduce/config.h"
+#include "runtime/step_names.h"
 #include "tensor_queue/message.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -73,7 +74,7 @@ class StepBatcher {
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
   // When the oldest held request must be released; only meaningful while holding().
-  Clock::time_point deadline() const { return held_since_ + hold_limit_; }
+  Clock::time_point deadline() const { return held_since_ + steps_.hold_limit(); }
   // Whether the tensor of `signature` may be held: a compressed all-reduce.
   static bool holds(const TensorSignature& signature);
 
@@ -89,23 +90,16 @@ class StepBatcher {
   uint64_t held_steps() const { return held_steps_; }
 
  private:
-  bool step_complete() const;
-  // At the first submission of a step (`now`): ends the previous step (its time goes to the
-  // trial) and chooses whether this one holds.
-  void begin_step(Clock::time_point now);
+  // At the first submission of a step: ends the previous step (its time goes to the trial) and
+  // chooses whether this one holds.
+  void begin_step();
 
   CompressedBatching mode_;
   uint64_t unmeasured_steps_;
   std::vector<Request> held_;
   Clock::time_point held_since_{};
-  std::chrono::microseconds hold_limit_{0};
-  // Names submitted since the step began, and the held-eligible ones among them.
-  std::unordered_set<std::string> step_names_;
-  std::unordered_set<std::string> step_eligible_;
-  Clock::time_point step_first_{}, step_last_{};
-  // The previous step's held-eligible names; empty before the second step.
-  std::unordered_set<std::string> expected_;
-  bool hold_step_ = false;  // the current step holds
+  StepNames steps_{kSlack};  // held-eligible: compressed all-reduces
+  bool hold_step_ = false;   // the current step holds
   uint64_t steps_begun_ = 0;
   uint64_t held_steps_ = 0;
   // kAuto: the current step's role in the trial (-1: none, 0: sent, 1: held), the step times
