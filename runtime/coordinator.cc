@@ -149,12 +149,12 @@ void Coordinator::loop() {
       std::vector<Request> requests =
           grouper_.admit(batcher_.admit(queue_.take_new_requests(), t), t);
       // Shutdown, or a user blocked on an op (a synchronous allreduce per tensor, say): release
-      // what the batcher holds rather than make them wait for the rest of a step.
+      // what the batcher and the grouper hold rather than make them wait for the rest of a step.
       if (queue_.take_waited() || shutdown_requested_.load()) {
         for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
         for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
       }
-      // Woken only by submissions the batcher holds: nothing to report, so no round, unless the
+      // Woken only by submissions that are held: nothing to report, so no round, unless the
       // idle cycle is due (it keeps other ranks' negotiations and stall reports going).
       if (requests.empty() && (batcher_.holding() || grouper_.holding()) &&
           !controller_.has_pending() && device_buckets_.empty() && !shutdown_requested_.load() &&
