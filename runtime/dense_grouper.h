@@ -20,7 +20,6 @@
 
 #include <chrono>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "runtime/step_names.h"
