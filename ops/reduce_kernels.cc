@@ -167,9 +167,12 @@ void scale_copy(void* dst, const void* src, size_t count, ScalarType type, doubl
       for (size_t i = 0; i < count; ++i) out[i] = in[i] * factor;
       return;
     }
-    default:
+    case ScalarType::kFloat16:
+    case ScalarType::kBFloat16:
       if (count > 0) std::memcpy(dst, src, count * scalar_size(type));
       return scale(dst, count, type, factor);
+    default:  // rejected before anything is written
+      throw Error(std::string("scale_copy: floating type required, got ") + scalar_type_name(type));
   }
 }
 

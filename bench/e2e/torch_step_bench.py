@@ -198,8 +198,8 @@ def time_steps(args, exchange, images, labels):
     cpu = time.process_time()
     own = [step(args.warmup + i) for i in range(steps)]
     # CPU of every thread of this process (training, coordinator or gloo, MPI) per timed step.
-    time_steps.process_cpu_s_per_step = (time.process_time() - cpu) / steps
-    return own, before, exchange.counters()
+    cpu_per_step = (time.process_time() - cpu) / steps
+    return own, before, exchange.counters(), cpu_per_step
 
 
 def main():
@@ -222,7 +222,7 @@ def main():
         return 2
     if args.variant == "ddp-powersgd":
         args.warmup = max(args.warmup, 2)  # PowerSGD reduces densely before start_powerSGD_iter
-    own, before, after = time_steps(args, exchange, images, labels)
+    own, before, after, cpu_per_step = time_steps(args, exchange, images, labels)
     steps = len(own)
     everyone = torch.zeros(size * steps, dtype=torch.float64)  # each rank fills its own slice
     everyone[rank * steps:(rank + 1) * steps] = torch.tensor(own, dtype=torch.float64)
@@ -233,7 +233,7 @@ def main():
     ring = 2 * (size - 1) / size
     per_step = {"bytes_sent_per_step": None, "collectives_per_step": None,
                 "negotiation_collectives_per_step": None, "coordinator_cpu_s_per_step": None,
-                "process_cpu_s_per_step": round(time_steps.process_cpu_s_per_step, 6)}
+                "process_cpu_s_per_step": round(cpu_per_step, 6)}
     if before is not None:
         source = "arcreduce stats, rank 0"
         for key, name in (("bytes_sent", "bytes_sent_per_step"),

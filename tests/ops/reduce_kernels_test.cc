@@ -124,6 +124,7 @@ TEST(ReduceKernelsTest, ScaleCopyMatchesCopyThenScale) {
   }
   int32_t i = 4, o = 0;
   EXPECT_THROW(scale_copy(&o, &i, 1, ScalarType::kInt32, 0.5), Error);
+  EXPECT_EQ(o, 0);  // rejected before anything is written
 }
 
 TEST(ReduceKernelsTest, HalfArrayConversions) {
