@@ -9,13 +9,13 @@
 // rounds before its first 2 MB bucket started (docs/runtime.md, "Small dense buckets").
 //
 // The step is learnt per rank (StepNames, as StepBatcher learns it): a name submitted again
-// starts a new step, and the dense names of the step before are the ones expected. A held tensor is
-// released with the others when the held bytes reach the minimum, when every expected dense name
-// has been submitted in this step (the last small tensors of a step are not kept waiting for a next
-// one), when the oldest has waited twice the previous step's submission span plus kSlack (a tensor
-// that some step skips costs that much, never a hang), or through release_all() (shutdown, or a
-// user blocked on an op). The first step holds nothing. Compressed tensors are StepBatcher's;
-// broadcasts are never held.
+// starts a new step, and the dense names of the step before are the ones expected. A held tensor
+// is released with the others when the held bytes reach the minimum, when every expected dense
+// name has been submitted in this step (the last small tensors of a step are not kept waiting for
+// a next one), when the oldest has waited twice the longest submission span of the last steps
+// plus kSlack (StepNames::hold_limit; a tensor that some step skips costs that much, never a
+// hang), or through release_all() (shutdown, or a user blocked on an op). The first step holds
+// nothing. Compressed tensors are StepBatcher's; broadcasts are never held.
 #pragma once
 
 #include <chrono>

@@ -12,9 +12,9 @@
 // The step is learnt per rank: submitting a name that was already submitted since the last step
 // boundary starts a new step, and the names of held-eligible tensors of the step before are the
 // ones expected. Held tensors are released when every expected name has been submitted in this
-// step, when the oldest has waited twice the previous step's submission span plus kSlack (a
-// tensor that is skipped in some step costs that much, never a hang), or at shutdown. The first
-// step holds nothing.
+// step, when the oldest has waited twice the longest submission span of the last steps plus
+// kSlack (StepNames::hold_limit; a tensor that is skipped in some step costs that much, never a
+// hang), or at shutdown. The first step holds nothing.
 //
 // CompressedBatching::kAuto decides by measurement. After ARCREDUCE_WARMUP_STEPS and then
 // kUnmeasuredSteps more, steps that have

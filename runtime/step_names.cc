@@ -1,14 +1,21 @@
 #include "runtime/step_names.h"
 
+#include <algorithm>
+
 namespace arcreduce {
 
 bool StepNames::add(const std::string& name, bool eligible, Clock::time_point now) {
   if (names_.count(name)) {
+    using std::chrono::microseconds;
+    const microseconds span = eligible_.empty()
+                                  ? microseconds(0)
+                                  : std::chrono::duration_cast<microseconds>(last_ - first_);
+    spans_[next_span_] = span;
+    next_span_ = (next_span_ + 1) % kSpanWindow;
+    hold_limit_ = 2 * *std::max_element(spans_.begin(), spans_.end()) + slack_;
     expected_ = std::move(eligible_);
     eligible_.clear();
     names_.clear();
-    hold_limit_ =
-        2 * std::chrono::duration_cast<std::chrono::microseconds>(last_ - first_) + slack_;
   }
   const bool begins = names_.empty();
   if (begins) first_ = now;

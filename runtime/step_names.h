@@ -3,11 +3,16 @@
 //
 // A name submitted again marks the start of a new step. Each rule counts some submissions as
 // its own ("eligible"); the eligible names of the step before are the ones the current step is
-// expected to submit, and twice that step's span (its first submission to its last eligible
-// one) plus `slack` bounds how long a held tensor waits for them, so a tensor some step skips
-// costs that much, never a hang.
+// expected to submit, and twice the longest span of the last kSpanWindow steps (a step's first
+// submission to its last eligible one) plus `slack` bounds how long a held tensor waits for
+// them, so a tensor some step skips costs that much, never a hang. The longest of several steps,
+// not the last one's: a program that alternates steps of different shapes (gradients submitted
+// all at once after an evaluation or a gradient-accumulation pass, then as backward produces
+// them) would otherwise release a layer-by-layer step's tensors after the short span of the
+// all-at-once step before it, one round per layer (docs/runtime.md, "Small dense buckets").
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <unordered_set>
@@ -18,6 +23,8 @@ namespace arcreduce {
 
 class StepNames {
  public:
+  static constexpr size_t kSpanWindow = 8;
+
   explicit StepNames(std::chrono::microseconds slack) : slack_(slack) {}
 
   // Records a submission at `now`; returns true when it begins a step (the first submission,
@@ -27,7 +34,7 @@ class StepNames {
   const std::unordered_set<std::string>& expected() const { return expected_; }
   // Whether the current step has submitted every expected name (true while none is expected).
   bool complete() const;
-  // Twice the previous step's span plus the slack.
+  // Twice the longest span of the last kSpanWindow steps, plus the slack.
   std::chrono::microseconds hold_limit() const { return hold_limit_; }
 
  private:
@@ -35,6 +42,9 @@ class StepNames {
   std::chrono::microseconds hold_limit_{0};
   std::unordered_set<std::string> names_, eligible_, expected_;
   Clock::time_point first_{}, last_{};
+  // Spans of the last steps (a step without eligible submissions spans 0), oldest overwritten.
+  std::array<std::chrono::microseconds, kSpanWindow> spans_{};
+  size_t next_span_ = 0;
 };
 
 }  // namespace arcreduce

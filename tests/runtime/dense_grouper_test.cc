@@ -75,8 +75,8 @@ TEST(DenseGrouper, PassesCompressedTensorsThrough) {
   EXPECT_EQ(names(g.admit({request("d2", 300)}, t + milliseconds(11))), (Names{"d1", "d2"}));
 }
 
-// A tensor that a step skips costs at most twice the previous step's submission span plus
-// kSlack, never a hang.
+// A tensor that a step skips costs at most twice the longest submission span of the last steps
+// plus kSlack, never a hang.
 TEST(DenseGrouper, ReleasesAtTheDeadlineWhenATensorIsSkipped) {
   DenseGrouper g(1000);
   const Clock::time_point t = Clock::now();

@@ -62,8 +62,8 @@ TEST(StepBatcher, ReleasesTheStepsCompressedTensorsTogether) {
             (Names{"w2", "w1"}));
 }
 
-// A tensor the step skips costs at most the hold limit (twice the previous step's submission
-// span plus kSlack), never a hang; the next step expects the smaller set.
+// A tensor the step skips costs at most the hold limit (twice the longest submission span of
+// the last steps plus kSlack), never a hang; the next step expects the smaller set.
 TEST(StepBatcher, ReleasesAtTheDeadlineWhenATensorIsSkipped) {
   StepBatcher b(CompressedBatching::kOn);
   Clock::time_point t = Clock::now();

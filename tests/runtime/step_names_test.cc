@@ -39,5 +39,44 @@ TEST(StepNames, ANameSubmittedAgainBeginsAStep) {
   EXPECT_TRUE(s.complete());
 }
 
+TEST(StepNames, TheLongestSpanOfTheLastStepsBoundsTheHold) {
+  StepNames s(milliseconds(5));
+  const Clock::time_point t = Clock::now();
+  // A step whose gradients come one by one over 20 ms...
+  s.add("a", true, t);
+  s.add("b", true, t + milliseconds(20));
+  // ...then one that submits them all at once (after an evaluation, say).
+  s.add("a", true, t + milliseconds(100));
+  EXPECT_EQ(s.hold_limit(), microseconds(2 * 20000 + 5000));
+  s.add("b", true, t + milliseconds(100));
+  // The next step is again held for the long step's span, not the short one's.
+  s.add("a", true, t + milliseconds(200));
+  EXPECT_EQ(s.hold_limit(), microseconds(2 * 20000 + 5000));
+  // The long span leaves the window when kSpanWindow steps have ended after it began to count.
+  Clock::time_point at = t + milliseconds(200);
+  for (size_t i = 0; i + 2 < StepNames::kSpanWindow; ++i) {
+    s.add("b", true, at + milliseconds(1));
+    at += milliseconds(10);
+    s.add("a", true, at);
+    EXPECT_EQ(s.hold_limit(), microseconds(2 * 20000 + 5000)) << i;
+  }
+  s.add("b", true, at + milliseconds(1));
+  s.add("a", true, at + milliseconds(10));
+  EXPECT_EQ(s.hold_limit(), microseconds(2 * 1000 + 5000));
+}
+
+TEST(StepNames, AStepWithoutEligibleSubmissionsSpansNothing) {
+  StepNames s(milliseconds(5));
+  const Clock::time_point t = Clock::now();
+  s.add("x", false, t);
+  s.add("a", true, t + milliseconds(1));
+  s.add("x", false, t + milliseconds(50));  // a step of "x" alone: nothing eligible
+  EXPECT_EQ(s.hold_limit(), microseconds(2 * 1000 + 5000));
+  s.add("x", false, t + milliseconds(60));
+  EXPECT_TRUE(s.expected().empty());
+  // Not 2 x (1 - 50) ms + 5 ms from the previous step's last eligible submission.
+  EXPECT_EQ(s.hold_limit(), microseconds(2 * 1000 + 5000));
+}
+
 }  // namespace
 }  // namespace arcreduce
