@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "compressors/arc_path.h"
 #include "compressors/dense_mean.h"
 #include "compressors/kernels/kernels.h"
 #include "compressors/matrix_view.h"
@@ -23,23 +24,11 @@ void mark_random_rows(const Config& config, const CompressTensor& t, int64_t n, 
   for (int64_t row : drawn) scores[row] = std::numeric_limits<float>::infinity();
 }
 
-enum class Path {
-  kDense,   // no useful matrix view or too small: exact mean
-  kExact,   // the sketch would not be smaller than the tensor: sum it, select by exact norms
-  kSketch,  // the ARC path
-  kRandom,  // every row drawn at random (ARCREDUCE_RANDOM_ROWS=1): the sketch would go unused
-};
-
-// The paths that send the selected rows in the values All-Reduce.
-bool sends_rows(Path path) {
-  return path == Path::kSketch || path == Path::kRandom;
-}
-
 constexpr size_t kNone = ~size_t{0};
 
 struct Plan {
   CompressTensor* t;
-  Path path;
+  ArcPath path;
   MatrixView view;
   int64_t k = 0;
   size_t first = 0;   // offset in the first (sketch) buffer
@@ -84,16 +73,10 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   begin_phase(ctx, "sketch", "compress");
 
   for (CompressTensor& t : bucket) {
-    Plan p{&t, Path::kDense, arc_matrix_view(t.shape, ctx.config.row_length)};
+    const ArcTensorPath choice = arc_path(t.shape, t.elements, ctx.spec.ratio, ctx.config);
+    Plan p{&t, choice.path, choice.view, choice.k};
     p.input = t.input;
-    if (p.view.usable && static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements) {
-      const int64_t n = p.view.rows, m = p.view.cols;
-      p.k = kept(ctx.spec.ratio, n);
-      const bool sketch_smaller = r < m && n * r + p.k * m < n * m;
-      p.path = sketch_smaller ? Path::kSketch : Path::kExact;
-      if (p.k > 0 && random_row_count(ctx.config.random_rows, p.k) == p.k) p.path = Path::kRandom;
-    }
-    if (p.path == Path::kSketch) {
+    if (p.path == ArcPath::kSketch) {
       const int64_t n = p.view.rows, m = p.view.cols;
       transposed_.resize(static_cast<size_t>(m) * r);
       kernels::fill_gaussian_transposed(kernels::philox_key(ctx.config.seed, t.name, t.step), m, r,
@@ -101,7 +84,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       p.first = first.append(static_cast<size_t>(n) * r);
       sketch_tensor(t, n, m, r, first.at(p.first));
       ctx.stats.sketch_bytes += static_cast<uint64_t>(n) * r * sizeof(float);
-    } else if (p.path == Path::kRandom) {
+    } else if (p.path == ArcPath::kRandom) {
       sketch_tensor(t, p.view.rows, p.view.cols, r, nullptr);  // a lazy input is produced in e
     } else {
       p.first = first.append(t.elements);
@@ -114,7 +97,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
         std::memcpy(first.at(p.first), t.input, t.elements * sizeof(float));
       }
       ctx.stats.value_bytes += t.elements * sizeof(float);
-      if (p.path == Path::kDense) ++ctx.stats.dense_fallbacks;
+      if (p.path == ArcPath::kDense) ++ctx.stats.dense_fallbacks;
     }
     plans.push_back(std::move(p));
   }
@@ -136,7 +119,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   std::vector<float>& scores = scores_;
   for (Plan& p : plans) {
     CompressTensor& t = *p.t;
-    if (p.path == Path::kDense) {
+    if (p.path == ArcPath::kDense) {
       for (size_t i = 0; i < t.elements; ++i) t.output[i] = first.at(p.first)[i] * inv_n;
       if (t.contribution && t.elements) {
         std::memcpy(t.contribution, p.input, t.elements * sizeof(float));
@@ -145,9 +128,9 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     }
     const int64_t n = p.view.rows, m = p.view.cols;
     scores.resize(static_cast<size_t>(n));
-    if (p.path == Path::kExact) {
+    if (p.path == ArcPath::kExact) {
       kernels::row_sq_norms(first.at(p.first), n, m, scores.data());
-    } else if (p.path == Path::kSketch) {
+    } else if (p.path == ArcPath::kSketch) {
       kernels::sketch_row_scores(first.at(p.first), n, r, scores.data());
     } else {
       kernels::fill(scores.data(), static_cast<size_t>(n), 0.0f);  // every row is drawn below
@@ -156,7 +139,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     p.rows.resize(static_cast<size_t>(p.k));
     kernels::top_k_rows(scores.data(), n, p.k, p.rows.data());
     ctx.stats.selected_rows += static_cast<uint64_t>(p.k);
-    if (sends_rows(p.path)) {
+    if (arc_sends_rows(p.path)) {
       p.second = second.append(static_cast<size_t>(p.k) * m);
       float* own_rows = second.at(p.second);
       if (t.lazy) {
@@ -183,7 +166,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   std::vector<uint64_t> hashes;
   std::vector<float>& packed = packed_;
   for (Plan& p : plans) {
-    if (p.path == Path::kDense) continue;
+    if (p.path == ArcPath::kDense) continue;
     CompressTensor& t = *p.t;
     const int64_t m = p.view.cols;
     const size_t row_block = static_cast<size_t>(p.k) * m;
@@ -195,7 +178,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       kernels::fill(t.output, t.elements, 0.0f);
     }
     const float* summed_rows;
-    if (sends_rows(p.path)) {
+    if (arc_sends_rows(p.path)) {
       summed_rows = second.at(p.second);
     } else {
       packed.resize(row_block);
@@ -204,7 +187,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       summed_rows = packed.data();
     }
     kernels::scatter_rows(summed_rows, m, p.rows.data(), p.k, t.output);
-    if (t.contribution && p.path == Path::kExact) {
+    if (t.contribution && p.path == ArcPath::kExact) {
       if (!t.sparse) kernels::fill(t.contribution, t.elements, 0.0f);
       packed.resize(row_block);
       kernels::gather_rows(p.input, m, p.rows.data(), p.k, packed.data());

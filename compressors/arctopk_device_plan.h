@@ -19,6 +19,7 @@
 #include "arcreduce/config.h"
 #include "arcreduce/stats.h"
 #include "arcreduce/status.h"
+#include "compressors/arc_path.h"
 #include "compressors/kernels/kernels.h"
 #include "compressors/matrix_view.h"
 #include "tensor_queue/message.h"
@@ -37,9 +38,9 @@ struct ArcTopKPlanTensor {
 };
 
 struct ArcTopKPlan {
-  // kRandom: every row drawn at random (ARCREDUCE_RANDOM_ROWS=1), no sketch; as in ArcTopK.
-  enum class Path { kDense, kExact, kSketch, kRandom };
-  static bool sends_rows(Path p) { return p == Path::kSketch || p == Path::kRandom; }
+  // The same paths as ArcTopK's (arc_path()).
+  using Path = ArcPath;
+  static bool sends_rows(Path p) { return arc_sends_rows(p); }
   struct Item {
     Path path = Path::kDense;
     int64_t n = 0, m = 0, k = 0;
@@ -93,16 +94,12 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
                   " elements do not match its shape (ARC-Top-K device plan)");
     }
     ArcTopKPlan::Item it;
-    const MatrixView view = arc_matrix_view(t.shape, config.row_length);
-    if (view.usable && static_cast<int64_t>(t.elements) >= config.min_compress_elements) {
-      it.n = view.rows;
-      it.m = view.cols;
-      it.k = kept(spec.ratio, it.n);
-      const bool sketch_smaller = r < it.m && it.n * r + it.k * it.m < it.n * it.m;
-      it.path = sketch_smaller ? ArcTopKPlan::Path::kSketch : ArcTopKPlan::Path::kExact;
-      if (it.k > 0 && random_row_count(config.random_rows, it.k) == it.k) {
-        it.path = ArcTopKPlan::Path::kRandom;
-      }
+    const ArcTensorPath choice = arc_path(t.shape, t.elements, spec.ratio, config);
+    it.path = choice.path;
+    if (it.path != ArcTopKPlan::Path::kDense) {
+      it.n = choice.view.rows;
+      it.m = choice.view.cols;
+      it.k = choice.k;
     }
     it.first = plan.first_floats;
     if (it.path == ArcTopKPlan::Path::kSketch) {
