@@ -103,3 +103,26 @@ foreach(_case "arctopk|0|4" "randk|0|4" "ddp-powersgd|0|4" "dense|1|0")
     PASS_REGULAR_EXPRESSION "${_pass}"
     FAIL_REGULAR_EXPRESSION "Traceback")
 endforeach()
+
+# bench/e2e/torch_step_bench.py's overlap measurement: a few interleaved compute-only,
+# communication-only and overlapped steps through arcreduce.torch end with the "overlap" line,
+# after the step line; it is refused for a variant without arcreduce.
+foreach(_variant dense arctopk)
+  set(_name bench_torch_step_overlap_${_variant}_np2)
+  add_test(NAME ${_name}
+    COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2
+            -- ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/bench/e2e/torch_step_bench.py
+            --variant ${_variant} --model fmnist-mlp --steps 2 --warmup 1 --overlap-steps 3
+            --train-samples 512 --data-dir ${ARCREDUCE_FASHION_MNIST_DIR})
+  set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi" PROCESSORS 2
+    ENVIRONMENT "${_torch_env}"
+    PASS_REGULAR_EXPRESSION "\"bench\": \"e2e\".*\"bench\": \"overlap\".*\"variant\": \"${_variant}\".*\"steps\": 3.*\"compute_s\": [0-9.]+, \"communication_s\": [0-9.]+, \"overlapped_s\": [0-9.]+, \"overlapped_over_sum\": [0-9.]+}"
+    FAIL_REGULAR_EXPRESSION "Traceback")
+endforeach()
+set(_name bench_torch_step_overlap_refused_for_floor)
+add_test(NAME ${_name}
+  COMMAND ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/bench/e2e/torch_step_bench.py
+          --variant floor --overlap-steps 3)
+set_tests_properties(${_name} PROPERTIES TIMEOUT 60 LABELS "torch"
+  ENVIRONMENT "${_torch_env}"
+  PASS_REGULAR_EXPRESSION "--overlap-steps takes a count >= 0, and only with --variant dense or arctopk")

@@ -19,6 +19,10 @@ calls and coordinator CPU per step come from arcreduce.torch.stats() of rank 0 f
 variants (null where the runtime lacks a counter); for DDP bytes are an estimate, the ring
 all-reduce's 2(P-1)/P of what DDP hands to all-reduce.
 
+With --overlap-steps N (dense and arctopk) rank 0 then prints a second line {"bench":
+"overlap", ...}: N interleaved compute-only, communication-only and overlapped steps, as
+examples/03's --overlap-steps measures them (measure_overlap below).
+
   arcrun -np 2 -x MASTER_PORT=29600 -- python3 bench/e2e/torch_step_bench.py --variant ddp
 """
 import argparse
@@ -162,11 +166,16 @@ def parse_args():
     p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overlap-steps", type=int, default=0,
+                   help="dense and arctopk: steps of the overlap measurement after the timed "
+                        "steps (0: none)")
     p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
     p.add_argument("--master-port", default=os.environ.get("MASTER_PORT", "29517"))
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         p.error("--steps and --batch-size must be at least 1, --warmup at least 0")
+    if args.overlap_steps < 0 or (args.overlap_steps and args.variant not in ("dense", "arctopk")):
+        p.error("--overlap-steps takes a count >= 0, and only with --variant dense or arctopk")
     return args
 
 
@@ -200,6 +209,56 @@ def time_steps(args, exchange, images, labels):
     # CPU of every thread of this process (training, coordinator or gloo, MPI) per timed step.
     cpu_per_step = (time.process_time() - cpu) / steps
     return own, before, exchange.counters(), cpu_per_step
+
+
+def measure_overlap(args, exchange, images, labels):
+    """Interleaves compute-only, communication-only and overlapped steps, each after a barrier, on
+    the same batches, without optimizer steps (the model does not change), as examples/03's
+    --overlap-steps does. Compute only: zero_grad, forward and backward of a twin of the model
+    (the same weights, outside arcreduce). Communication only: the twin's gradients handed to
+    the runtime at once in backward's order, with the DistributedOptimizer's compression, and
+    waited for. Overlapped: zero_grad, forward and backward of the model, whose hooks hand each
+    gradient over as backward produces it, then synchronize(). Returns the three medians, each
+    averaged over the ranks, in seconds."""
+    arc, net, optimizer = exchange.arc, exchange.model, exchange.optimizer
+    rank, size = exchange.rank, exchange.size
+    twin = mlp(MODELS[args.model])
+    twin.load_state_dict(net.state_dict())
+    twin_params = list(reversed(list(twin.named_parameters())))  # backward's order
+    compression = optimizer._arc_compression  # as paired with the optimizer's momentum
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(args.seed + 1))
+    per_epoch = len(images) // (size * args.batch_size)
+    flag = torch.zeros(1)
+
+    def barrier():
+        arc.allreduce_(flag, "bench.overlap.barrier", op=arc.Sum, compression="none")
+
+    times = ([], [], [])
+    for i in range(args.overlap_steps):
+        first = ((i % per_epoch) * size + rank) * args.batch_size
+        index = order[first:first + args.batch_size]
+        x, y = images[index], labels[index]
+        barrier()
+        start = time.perf_counter()
+        twin.zero_grad()
+        F.cross_entropy(twin(x), y).backward()
+        times[0].append(time.perf_counter() - start)
+        barrier()
+        start = time.perf_counter()
+        handles = [arc.allreduce_async_(p.grad, "overlap." + name, arc.Average, compression)
+                   for name, p in twin_params]
+        for handle in handles:
+            arc.synchronize(handle)
+        times[1].append(time.perf_counter() - start)
+        barrier()
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.synchronize()
+        times[2].append(time.perf_counter() - start)
+    medians = torch.tensor([statistics.median(t) for t in times], dtype=torch.float64)
+    exchange.sum_(medians, "bench.overlap.medians")
+    return (medians / size).tolist()
 
 
 def main():
@@ -268,6 +327,17 @@ def main():
                   "median_s": round(median, 6), "p90_s": round(p90, 6), **per_step,
                   "bytes_source": source, "step_s": [round(t, 6) for t in times]}
         print(json.dumps(result), flush=True)
+    if args.overlap_steps:
+        compute, communication, overlapped = measure_overlap(args, exchange, images, labels)
+        if rank == 0:
+            print(json.dumps({
+                "bench": "overlap", "program": "torch_step_bench.py", "variant": args.variant,
+                "model": "mlp " + "-".join(map(str, widths)), "ranks": size,
+                "steps": args.overlap_steps, "timing": "medians, mean over ranks",
+                "compute_s": round(compute, 6), "communication_s": round(communication, 6),
+                "overlapped_s": round(overlapped, 6),
+                "overlapped_over_sum": round(overlapped / (compute + communication), 4)}),
+                flush=True)
     exchange.close()
     return 0
 
