@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Overlap of the gradient exchange with backward (docs/benchmarks.md, "Overlap"): on a simulated
+# cluster (scripts/sim-cluster.sh, one rank per host), ROUNDS interleaved rounds of
+#   cpp-mlp    examples/03's MLP: train_fashion_mnist --overlap-steps N (after one short epoch)
+#   torch-mlp  the 4.2M-parameter PyTorch MLP through arcreduce.torch:
+#              bench/e2e/torch_step_bench.py --overlap-steps N
+# for dense and ARC-Top-K 0.01. Each measures N interleaved compute-only, communication-only and
+# overlapped steps (each after a barrier) and reports their medians, averaged over the ranks.
+# Prints every command and its output; writes OUT_DIR/raw.txt and OUT_DIR/table.md (per round:
+# the three medians and overlapped / (compute only + communication only)).
+#
+#   bash scripts/bench-overlap.sh
+#   HOSTS=2 RATE=100mbit ROUNDS=1 WORKLOADS=torch-mlp bash scripts/bench-overlap.sh
+#
+# Environment: HOSTS (4), RATE (1gbit), ROUNDS (2), STEPS (40 overlap steps per run), WORKLOADS
+# ("cpp-mlp torch-mlp"), VARIANTS ("dense arctopk"), RUN_TIMEOUT (300 s per run), BUILD_DIR
+# (build/), OUT_DIR (docs/results/overlap), PYTHON (/usr/bin/python3), DATA_DIR (Debian's
+# dataset-fashion-mnist). Needs root and network namespaces for the cluster. Exit status: 0 done
+# (a failed run is a row marked failed), 1 a build failure, 77 nothing could run.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+out_dir=${OUT_DIR:-$root/docs/results/overlap}
+hosts=${HOSTS:-4}
+rate=${RATE:-1gbit}
+rounds=${ROUNDS:-2}
+steps=${STEPS:-40}
+workloads=${WORKLOADS:-cpp-mlp torch-mlp}
+variants=${VARIANTS:-dense arctopk}
+run_timeout=${RUN_TIMEOUT:-300}
+python=${PYTHON:-/usr/bin/python3}
+data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
+
+if [[ ! -r "$data_dir/train-images-idx3-ubyte.gz" && ! -r "$data_dir/train-images-idx3-ubyte" ]]
+then
+  echo "bench-overlap: no Fashion-MNIST in $data_dir (apt-get install dataset-fashion-mnist)" >&2
+  exit 77
+fi
+targets=(arcrun train_fashion_mnist)
+if [[ " $workloads " == *" torch-mlp "* ]]; then targets+=(arcreduce_torch); fi
+if [[ -f "$build_dir/CMakeCache.txt" ]]; then
+  build=(cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}")
+else
+  build=(env BUILD_DIR="$build_dir" bash "$root/scripts/build.sh")
+fi
+if ! build_log=$("${build[@]}" 2>&1); then
+  echo "$build_log" >&2
+  exit 1
+fi
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ "$commit" != unknown &&
+      -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
+  commit+="+dirty"
+fi
+
+name=arco$(($$ % 1000000))
+dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-overlap.XXXXXX")
+cluster_dir=$dir/cluster
+cleanup() {
+  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null 2>&1 ||
+    true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+status=0
+up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
+  --dir "$cluster_dir" 2>&1) || status=$?
+if ((status == 77)); then
+  echo "${up_log//"$cluster_dir"/DIR}" >&2
+  echo "bench-overlap: no simulated cluster here (see above)" >&2
+  exit 77
+fi
+((status == 0)) || { echo "$up_log" >&2; exit 1; }
+# shellcheck disable=SC1091  # written by `sim-cluster.sh up`
+source "$cluster_dir/cluster.env"
+
+mkdir -p "$out_dir"
+exec > >(tee "$out_dir/raw.txt") 2>&1
+echo "bench-overlap $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs, $hosts hosts" \
+  "x $rate, $rounds rounds of $steps steps"
+echo "${up_log//"$cluster_dir"/DIR}"
+
+# Prints a command as it would be typed (repository and build prefixes shortened, the cluster
+# folder as DIR, words with spaces quoted).
+show() {
+  local line='$' word
+  for word in "$@"; do
+    word=${word//"$build_dir"/BUILD}
+    word=${word//"$root/"/}
+    word=${word//"$cluster_dir"/DIR}
+    [[ "$word" == *[[:space:]]* ]] && word="'$word'"
+    line+=" $word"
+  done
+  echo "$line"
+}
+
+# shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
+launch=("$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile" --rsh-agent "$rsh_agent"
+        --network-interface "$network" --mpi-args "$mpi_args" -x "PYTHONPATH=$build_dir/python")
+results=$dir/results.txt
+: >"$results"
+for round in $(seq 1 "$rounds"); do
+  for workload in $workloads; do
+    for variant in $variants; do
+      case $workload in
+        cpp-mlp)
+          compressor=$variant
+          program=("$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --epochs 1
+                   --train-samples 8192 --test-samples 500 --overlap-steps "$steps"
+                   --compressor "$compressor" --data-dir "$data_dir")
+          ;;
+        torch-mlp)
+          program=("$python" "$root/bench/e2e/torch_step_bench.py" --model mlp4m
+                   --variant "$variant" --steps 10 --warmup 20 --overlap-steps "$steps"
+                   --data-dir "$data_dir")
+          ;;
+        *)
+          echo "bench-overlap: unknown workload '$workload'" >&2
+          continue
+          ;;
+      esac
+      echo
+      echo "=== round $round, $workload, $variant ==="
+      show "${launch[@]}" -- "${program[@]}"
+      status=0
+      timeout "$run_timeout" "${launch[@]}" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
+      cat "$dir/out"
+      # One line per run for the table: round workload variant and the three medians in ms.
+      "$python" - "$round" "$workload" "$variant" "$status" "$dir/out" >>"$results" <<'EOF'
+import json, re, sys
+round_, workload, variant, status, path = sys.argv[1:]
+text = open(path).read()
+found = None
+m = re.search(r"overlap +compute only ([\d.]+) ms, communication only ([\d.]+) ms, "
+              r"overlapped step ([\d.]+) ms", text)
+if m:
+    found = [float(v) for v in m.groups()]
+for line in text.splitlines():
+    if line.startswith('{"bench": "overlap"'):
+        d = json.loads(line)
+        found = [1000 * d[k] for k in ("compute_s", "communication_s", "overlapped_s")]
+print(round_, workload, variant, status, *(found or ["-", "-", "-"]))
+EOF
+      ((status == 0)) || echo "bench-overlap: $workload $variant exited $status"
+    done
+  done
+done
+
+echo
+"$python" - "$results" "$out_dir/table.md" "$commit" "$hosts" "$rate" "$steps" <<'EOF'
+import sys
+results, table, commit, hosts, rate, steps = sys.argv[1:]
+names = {"cpp-mlp": "C++ MLP (examples/03)", "torch-mlp": "PyTorch 4.2M MLP (arcreduce.torch)"}
+lines = [f"# Overlap of the exchange with backward, {hosts} hosts x {rate}", "",
+         f"Commit {commit}; {steps} interleaved steps per run, medians averaged over the ranks "
+         "(`bash scripts/bench-overlap.sh`).", "",
+         "| round | workload | variant | compute only ms | communication only ms | "
+         "overlapped ms | overlapped / sum |", "|---|---|---|---|---|---|---|"]
+for row in open(results):
+    round_, workload, variant, status, *ms = row.split()
+    if status != "0" or "-" in ms:
+        lines.append(f"| {round_} | {names.get(workload, workload)} | {variant} | failed "
+                     f"(exit {status}) | | | |")
+        continue
+    c, m, o = map(float, ms)
+    lines.append(f"| {round_} | {names.get(workload, workload)} | {variant} | {c:.1f} | {m:.1f} "
+                 f"| {o:.1f} | {o / (c + m):.3f} |")
+open(table, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
