@@ -216,15 +216,20 @@ def measure_overlap(args, exchange, images, labels):
     the same batches, without optimizer steps (the model does not change), as examples/03's
     --overlap-steps does. Compute only: zero_grad, forward and backward of a twin of the model
     (the same weights, outside arcreduce). Communication only: the twin's gradients handed to
-    the runtime at once in backward's order, with the DistributedOptimizer's compression, and
-    waited for. Overlapped: zero_grad, forward and backward of the model, whose hooks hand each
+    the runtime at once in backward's order, under the model's names and with the
+    DistributedOptimizer's compression, and waited for. Overlapped: zero_grad, forward and backward of the model, whose hooks hand each
     gradient over as backward produces it, then synchronize(). Returns the three medians, each
     averaged over the ranks, in seconds."""
     arc, net, optimizer = exchange.arc, exchange.model, exchange.optimizer
     rank, size = exchange.rank, exchange.size
     twin = mlp(MODELS[args.model])
     twin.load_state_dict(net.state_dict())
-    twin_params = list(reversed(list(twin.named_parameters())))  # backward's order
+    # Backward's order, under the names the DistributedOptimizer submits: both steps that
+    # communicate submit the same tensors, as in examples/03, so the runtime's step learning
+    # (what a step holds back and until when) sees one kind of step, not two.
+    own = dict(net.named_parameters())
+    twin_params = [(optimizer._arc_names[own[name]], p)
+                   for name, p in reversed(list(twin.named_parameters()))]
     compression = optimizer._arc_compression  # as paired with the optimizer's momentum
     order = torch.randperm(len(images), generator=torch.Generator().manual_seed(args.seed + 1))
     per_epoch = len(images) // (size * args.batch_size)
@@ -245,7 +250,7 @@ def measure_overlap(args, exchange, images, labels):
         times[0].append(time.perf_counter() - start)
         barrier()
         start = time.perf_counter()
-        handles = [arc.allreduce_async_(p.grad, "overlap." + name, arc.Average, compression)
+        handles = [arc.allreduce_async_(p.grad, name, arc.Average, compression)
                    for name, p in twin_params]
         for handle in handles:
             arc.synchronize(handle)
