@@ -9,19 +9,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
 
-if [[ -f "$build_dir/CMakeCache.txt" ]]; then
-  build=(cmake --build "$build_dir" -j "$(nproc)" --target compressor_bench arcrun)
-else
-  build=(env BUILD_DIR="$build_dir" bash "$root/scripts/build.sh")
-fi
-if ! build_log=$("${build[@]}" 2>&1); then
-  echo "$build_log" >&2
-  exit 1
-fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ "$commit" != unknown && -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
-  commit+="+dirty"
-fi
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
+bench_build "$build_dir" compressor_bench arcrun || exit 1
+commit=$(bench_commit "$root")
 
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers forbid cross-memory attach
 for ranks in ${RANK_COUNTS:-4}; do

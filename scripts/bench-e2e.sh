@@ -42,6 +42,8 @@ run_timeout=${RUN_TIMEOUT:-300}
 python=${PYTHON:-/usr/bin/python3}
 data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers forbid cross-memory attach
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
 
 if [[ ! -r "$data_dir/train-images-idx3-ubyte.gz" && ! -r "$data_dir/train-images-idx3-ubyte" ]]
 then
@@ -54,38 +56,16 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
   with_torch=0
 fi
 
-if [[ -f "$build_dir/CMakeCache.txt" ]]; then
-  targets=(arcrun train_fashion_mnist)
-  if cmake --build "$build_dir" --target help 2>/dev/null | grep -qw arcreduce_torch; then
-    targets+=(arcreduce_torch)
-  fi
-  build=(cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}")
-else
-  build=(env BUILD_DIR="$build_dir" bash "$root/scripts/build.sh")
+targets=(arcrun train_fashion_mnist)
+if cmake --build "$build_dir" --target help 2>/dev/null | grep -qw arcreduce_torch; then
+  targets+=(arcreduce_torch)
 fi
-if ! build_log=$("${build[@]}" 2>&1); then
-  echo "$build_log" >&2
-  exit 1
-fi
+bench_build "$build_dir" "${targets[@]}" || exit 1
 if [[ "$with_torch" == 1 && ! -d "$build_dir/python/arcreduce/torch" ]]; then
   echo "bench-e2e: no arcreduce.torch in $build_dir/python: its PyTorch runs will fail" >&2
 fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ "$commit" != unknown &&
-      -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
-  commit+="+dirty"
-fi
-
-name=arce$(($$ % 1000000))
-dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-e2e.XXXXXX")
-cluster_dir=$dir/cluster
-cleanup() {
-  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null 2>&1 ||
-    true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+commit=$(bench_commit "$root")
+bench_scratch "$root" arce e2e
 
 mkdir -p "$out_dir"
 : >"$out_dir/results.jsonl"
@@ -94,20 +74,6 @@ exec > >(tee "$out_dir/raw.txt") 2>&1
   --warmup "$warmup" --arc-warmup "$arc_warmup" --budget "$budget" --local-ranks "$local_ranks" \
   --python "$python"
 echo "bench-e2e $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs"
-
-# Prints a command as it would be typed (repository and build prefixes shortened, the cluster
-# folder as DIR, words with spaces quoted).
-show() {
-  local line='$' word
-  for word in "$@"; do
-    word=${word//"$build_dir"/BUILD}
-    word=${word//"$root/"/}
-    word=${word//"$cluster_dir"/DIR}
-    [[ "$word" == *[[:space:]]* ]] && word="'$word'"
-    line+=" $word"
-  done
-  echo "$line"
-}
 
 free_port() {
   "$python" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
@@ -156,7 +122,7 @@ run_one() {  # workload variant -- launch words...
   local -a launch=("$@")
   launch+=("${runtime[@]}" -x "MASTER_PORT=$(free_port)" -x "PYTHONPATH=$build_dir/python")
   echo
-  show "${launch[@]}" -- "${program[@]}"
+  bench_show "${launch[@]}" -- "${program[@]}"
   local status=0
   timeout "$run_timeout" "${launch[@]}" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
   cat "$dir/out"
@@ -189,7 +155,7 @@ for hosts in $host_counts; do
     setting="$hosts hosts $rate" link="simulated, $rate per host"
     echo
     echo "=== $setting, one rank per host ==="
-    show bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" --name "$name" --dir "$cluster_dir"
+    bench_show bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" --name "$name" --dir "$cluster_dir"
     status=0
     up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
       --dir "$cluster_dir" 2>&1) || status=$?

@@ -20,19 +20,10 @@ hosts=${HOSTS:-4}
 rate=${RATE:-1gbit}
 delay=${DELAY:-}
 
-if [[ -f "$build_dir/CMakeCache.txt" ]]; then
-  build=(cmake --build "$build_dir" -j "$(nproc)" --target arcrun link_bench)
-else
-  build=(env BUILD_DIR="$build_dir" bash "$root/scripts/build.sh")
-fi
-if ! build_log=$("${build[@]}" 2>&1); then
-  echo "$build_log" >&2
-  exit 1
-fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ "$commit" != unknown && -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
-  commit+="+dirty"
-fi
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
+bench_build "$build_dir" arcrun link_bench || exit 1
+commit=$(bench_commit "$root")
 
 name=arcb$(($$ % 1000000))
 dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-link.XXXXXX")

@@ -31,6 +31,8 @@ variants=${VARIANTS:-dense arctopk}
 run_timeout=${RUN_TIMEOUT:-300}
 python=${PYTHON:-/usr/bin/python3}
 data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
 
 if [[ ! -r "$data_dir/train-images-idx3-ubyte.gz" && ! -r "$data_dir/train-images-idx3-ubyte" ]]
 then
@@ -39,31 +41,9 @@ then
 fi
 targets=(arcrun train_fashion_mnist)
 if [[ " $workloads " == *" torch-mlp "* ]]; then targets+=(arcreduce_torch); fi
-if [[ -f "$build_dir/CMakeCache.txt" ]]; then
-  build=(cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}")
-else
-  build=(env BUILD_DIR="$build_dir" bash "$root/scripts/build.sh")
-fi
-if ! build_log=$("${build[@]}" 2>&1); then
-  echo "$build_log" >&2
-  exit 1
-fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ "$commit" != unknown &&
-      -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
-  commit+="+dirty"
-fi
-
-name=arco$(($$ % 1000000))
-dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-overlap.XXXXXX")
-cluster_dir=$dir/cluster
-cleanup() {
-  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null 2>&1 ||
-    true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_build "$build_dir" "${targets[@]}" || exit 1
+commit=$(bench_commit "$root")
+bench_scratch "$root" arco overlap
 
 status=0
 up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
@@ -82,20 +62,6 @@ exec > >(tee "$out_dir/raw.txt") 2>&1
 echo "bench-overlap $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit, $(nproc) CPUs, $hosts hosts" \
   "x $rate, $rounds rounds of $steps steps"
 echo "${up_log//"$cluster_dir"/DIR}"
-
-# Prints a command as it would be typed (repository and build prefixes shortened, the cluster
-# folder as DIR, words with spaces quoted).
-show() {
-  local line='$' word
-  for word in "$@"; do
-    word=${word//"$build_dir"/BUILD}
-    word=${word//"$root/"/}
-    word=${word//"$cluster_dir"/DIR}
-    [[ "$word" == *[[:space:]]* ]] && word="'$word'"
-    line+=" $word"
-  done
-  echo "$line"
-}
 
 # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
 launch=("$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile" --rsh-agent "$rsh_agent"
@@ -124,7 +90,7 @@ for round in $(seq 1 "$rounds"); do
       esac
       echo
       echo "=== round $round, $workload, $variant ==="
-      show "${launch[@]}" -- "${program[@]}"
+      bench_show "${launch[@]}" -- "${program[@]}"
       status=0
       timeout "$run_timeout" "${launch[@]}" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
       cat "$dir/out"

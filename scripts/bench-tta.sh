@@ -69,20 +69,10 @@ if [[ " $workloads " =~ " "(cnn|lm)" " ]] && ! "$python" -c 'import torch' 2>/de
   workloads=${workloads//cnn/}
   workloads=${workloads//lm/}
 fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-[[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] ||
-  commit+="+dirty"
-
-name=arct$(($$ % 1000000))
-dir=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-bench-tta.XXXXXX")
-cluster_dir=$dir/cluster
-cleanup() {
-  bash "$root/scripts/sim-cluster.sh" down --name "$name" --dir "$cluster_dir" >/dev/null 2>&1 ||
-    true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
+commit=$(bench_commit "$root")
+bench_scratch "$root" arct tta
 
 mkdir -p "$out_dir"
 : >"$out_dir/results.jsonl"
