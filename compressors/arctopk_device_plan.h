@@ -40,7 +40,6 @@ struct ArcTopKPlanTensor {
 struct ArcTopKPlan {
   // The same paths as ArcTopK's (arc_path()).
   using Path = ArcPath;
-  static bool sends_rows(Path p) { return arc_sends_rows(p); }
   struct Item {
     Path path = Path::kDense;
     int64_t n = 0, m = 0, k = 0;
@@ -201,7 +200,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
       k.scatter_rows(infinities, 1, drawn, it.random, scores);
     }
     k.top_k_rows(scores, it.n, it.k, rows);
-    if (ArcTopKPlan::sends_rows(it.path)) {
+    if (arc_sends_rows(it.path)) {
       float* own_rows = buf.second + it.second;
       k.gather_rows(t.input, it.m, rows, it.k, own_rows);
       if (t.contribution) {
@@ -222,7 +221,7 @@ void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPl
     const int64_t* rows = buf.rows + it.rows;
     const size_t row_block = static_cast<size_t>(it.k) * it.m;
     k.fill(t.output, t.elements, 0.0f);
-    if (ArcTopKPlan::sends_rows(it.path)) {
+    if (arc_sends_rows(it.path)) {
       k.scatter_rows(buf.second + it.second, it.m, rows, it.k, t.output);
       continue;
     }

@@ -16,22 +16,16 @@ bool StepNames::add(const std::string& name, bool eligible, Clock::time_point no
     expected_ = std::move(eligible_);
     eligible_.clear();
     names_.clear();
+    matched_ = 0;
   }
   const bool begins = names_.empty();
   if (begins) first_ = now;
   names_.insert(name);
   if (eligible) {
-    eligible_.insert(name);
+    if (eligible_.insert(name).second && expected_.count(name)) ++matched_;
     last_ = now;
   }
   return begins;
-}
-
-bool StepNames::complete() const {
-  for (const std::string& name : expected_) {
-    if (!eligible_.count(name)) return false;
-  }
-  return true;
 }
 
 }  // namespace arcreduce

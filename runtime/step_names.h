@@ -33,7 +33,7 @@ class StepNames {
   // The previous step's eligible names; empty before the second step.
   const std::unordered_set<std::string>& expected() const { return expected_; }
   // Whether the current step has submitted every expected name (true while none is expected).
-  bool complete() const;
+  bool complete() const { return matched_ == expected_.size(); }
   // Twice the longest span of the last kSpanWindow steps, plus the slack.
   std::chrono::microseconds hold_limit() const { return hold_limit_; }
 
@@ -42,6 +42,7 @@ class StepNames {
   std::chrono::microseconds hold_limit_{0};
   std::unordered_set<std::string> names_, eligible_, expected_;
   Clock::time_point first_{}, last_{};
+  size_t matched_ = 0;  // expected names among this step's eligible ones (complete() in O(1))
   // Spans of the last steps (a step without eligible submissions spans 0), oldest overwritten.
   std::array<std::chrono::microseconds, kSpanWindow> spans_{};
   size_t next_span_ = 0;

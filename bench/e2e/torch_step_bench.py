@@ -217,9 +217,9 @@ def measure_overlap(args, exchange, images, labels):
     --overlap-steps does. Compute only: zero_grad, forward and backward of a twin of the model
     (the same weights, outside arcreduce). Communication only: the twin's gradients handed to
     the runtime at once in backward's order, under the model's names and with the
-    DistributedOptimizer's compression, and waited for. Overlapped: zero_grad, forward and backward of the model, whose hooks hand each
-    gradient over as backward produces it, then synchronize(). Returns the three medians, each
-    averaged over the ranks, in seconds."""
+    DistributedOptimizer's compression, and waited for. Overlapped: zero_grad, forward and
+    backward of the model, whose hooks hand each gradient over as backward produces it, then
+    synchronize(). Returns the three medians, each averaged over the ranks, in seconds."""
     arc, net, optimizer = exchange.arc, exchange.model, exchange.optimizer
     rank, size = exchange.rank, exchange.size
     twin = mlp(MODELS[args.model])
