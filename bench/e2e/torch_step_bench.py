@@ -219,7 +219,8 @@ def measure_overlap(args, exchange, images, labels):
     the runtime at once in backward's order, under the model's names and with the
     DistributedOptimizer's compression, and waited for. Overlapped: zero_grad, forward and
     backward of the model, whose hooks hand each gradient over as backward produces it, then
-    synchronize(). Returns the three medians, each averaged over the ranks, in seconds."""
+    synchronize(). Returns two triples of seconds: each rank's median averaged over the ranks,
+    and the median over steps of each step's longest rank (a synchronous job's step time)."""
     arc, net, optimizer = exchange.arc, exchange.model, exchange.optimizer
     rank, size = exchange.rank, exchange.size
     twin = mlp(MODELS[args.model])
@@ -261,9 +262,17 @@ def measure_overlap(args, exchange, images, labels):
         F.cross_entropy(net(x), y).backward()
         optimizer.synchronize()
         times[2].append(time.perf_counter() - start)
-    medians = torch.tensor([statistics.median(t) for t in times], dtype=torch.float64)
-    exchange.sum_(medians, "bench.overlap.medians")
-    return (medians / size).tolist()
+    # Every rank's times in one exact sum, each rank filling its own slice.
+    steps = args.overlap_steps
+    everyone = torch.zeros(size, 3, steps, dtype=torch.float64)
+    everyone[rank] = torch.tensor(times, dtype=torch.float64)
+    exchange.sum_(everyone, "bench.overlap.times")
+    # statistics.median, not torch's (the lower middle value of an even count).
+    mean = [sum(statistics.median(everyone[r, phase].tolist()) for r in range(size)) / size
+            for phase in range(3)]
+    longest = [statistics.median(everyone[:, phase].max(dim=0).values.tolist())
+               for phase in range(3)]
+    return mean, longest
 
 
 def main():
@@ -333,15 +342,20 @@ def main():
                   "bytes_source": source, "step_s": [round(t, 6) for t in times]}
         print(json.dumps(result), flush=True)
     if args.overlap_steps:
-        compute, communication, overlapped = measure_overlap(args, exchange, images, labels)
+        mean, longest = measure_overlap(args, exchange, images, labels)
         if rank == 0:
+            compute, communication, overlapped = mean
+            slow = dict(zip(("compute", "communication", "overlapped"), longest))
             print(json.dumps({
                 "bench": "overlap", "program": "torch_step_bench.py", "variant": args.variant,
                 "model": "mlp " + "-".join(map(str, widths)), "ranks": size,
                 "steps": args.overlap_steps, "timing": "medians, mean over ranks",
                 "compute_s": round(compute, 6), "communication_s": round(communication, 6),
                 "overlapped_s": round(overlapped, 6),
-                "overlapped_over_sum": round(overlapped / (compute + communication), 4)}),
+                "overlapped_over_sum": round(overlapped / (compute + communication), 4),
+                "longest_rank": {f"{k}_s": round(v, 6) for k, v in slow.items()},
+                "longest_rank_overlapped_over_sum": round(
+                    slow["overlapped"] / (slow["compute"] + slow["communication"]), 4)}),
                 flush=True)
     exchange.close()
     return 0

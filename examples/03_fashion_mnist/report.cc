@@ -110,11 +110,16 @@ void print_summary(const RunResult& run, const JobDescription& job, std::FILE* o
   }
   const OverlapResult& o = run.overlap;
   if (o.steps > 0) {
+    const OverlapResult::Phases &m = o.mean_over_ranks, &l = o.longest_rank;
     std::fprintf(out,
                  "  overlap        compute only %.1f ms, communication only %.1f ms, overlapped "
                  "step %.1f ms: %.0f%% of the communication hidden (median of %d steps)\n",
-                 1e3 * o.compute_seconds, 1e3 * o.communication_seconds, 1e3 * o.step_seconds,
+                 1e3 * m.compute_seconds, 1e3 * m.communication_seconds, 1e3 * m.step_seconds,
                  100 * o.hidden_fraction(), o.steps);
+    std::fprintf(out,
+                 "  longest rank   compute only %.1f ms, communication only %.1f ms, overlapped "
+                 "step %.1f ms (median over steps of each step's longest rank)\n",
+                 1e3 * l.compute_seconds, 1e3 * l.communication_seconds, 1e3 * l.step_seconds);
   }
   std::fprintf(out, "  ranks agree    %s (model fnv1a64 %016llx)\n",
                run.ranks_agree ? "yes, bit-identical parameters" : "NO: parameters differ",

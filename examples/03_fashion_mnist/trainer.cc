@@ -145,13 +145,27 @@ struct Run {
       exchange.wait();
       overlapped.push_back(seconds_since(t));
     }
-    std::vector<double> medians{median(compute), median(communication), median(overlapped)};
-    sum_over_ranks("fashion_mnist.overlap", medians);
+    // Every rank's time of every phase and step in one exact sum (each rank fills its own slice).
+    const std::vector<double>* phases[] = {&compute, &communication, &overlapped};
+    const auto per_rank = static_cast<size_t>(3 * steps);
+    std::vector<double> all(per_rank * size, 0.0);
+    double* own = &all[per_rank * rank];
+    for (const std::vector<double>* phase : phases) own = std::copy(phase->begin(), phase->end(), own);
+    sum_over_ranks("fashion_mnist.overlap", all);
+    double mean[3] = {0, 0, 0}, longest[3];
+    for (size_t p = 0; p < 3; ++p) {
+      std::vector<double> slowest(static_cast<size_t>(steps), 0.0);
+      for (int r = 0; r < size; ++r) {
+        const auto first = all.begin() + static_cast<std::ptrdiff_t>(per_rank * r + p * steps);
+        mean[p] += median(std::vector<double>(first, first + steps)) / size;
+        for (int s = 0; s < steps; ++s) slowest[s] = std::max(slowest[s], first[s]);
+      }
+      longest[p] = median(slowest);
+    }
     OverlapResult r;
     r.steps = steps;
-    r.compute_seconds = medians[0] / size;
-    r.communication_seconds = medians[1] / size;
-    r.step_seconds = medians[2] / size;
+    r.mean_over_ranks = {mean[0], mean[1], mean[2]};
+    r.longest_rank = {longest[0], longest[1], longest[2]};
     return r;
   }
 
@@ -225,9 +239,10 @@ Counters read_counters() {
 }  // namespace
 
 double OverlapResult::hidden_fraction() const {
-  if (communication_seconds <= 0) return 0;
+  const Phases& m = mean_over_ranks;
+  if (m.communication_seconds <= 0) return 0;
   const double hidden =
-      (compute_seconds + communication_seconds - step_seconds) / communication_seconds;
+      (m.compute_seconds + m.communication_seconds - m.step_seconds) / m.communication_seconds;
   return std::clamp(hidden, 0.0, 1.0);
 }
 

@@ -36,13 +36,19 @@ struct EpochResult {
   double seconds = 0;         // the whole epoch, evaluation included
 };
 
-// Mean over ranks of each phase's median time per step (docs/training-example.md).
+// Each phase's time per step (docs/training-example.md): the mean over ranks of each rank's
+// median, and the median over steps of the step's longest rank (the step time of a synchronous
+// job, as --step-bench reports it).
 struct OverlapResult {
-  int steps = 0;                     // 0: not measured
-  double compute_seconds = 0;        // forward + backward, nothing submitted
-  double communication_seconds = 0;  // the same gradients reduced, no compute
-  double step_seconds = 0;           // forward + backward submitting each gradient + wait
-  // (compute + communication - step) / communication, clamped to [0, 1].
+  struct Phases {
+    double compute_seconds = 0;        // forward + backward, nothing submitted
+    double communication_seconds = 0;  // the same gradients reduced, no compute
+    double step_seconds = 0;           // forward + backward submitting each gradient + wait
+  };
+  int steps = 0;  // 0: not measured
+  Phases mean_over_ranks;
+  Phases longest_rank;
+  // (compute + communication - step) / communication over the ranks' means, clamped to [0, 1].
   double hidden_fraction() const;
 };
 
