@@ -150,7 +150,8 @@ struct Run {
     const auto per_rank = static_cast<size_t>(3 * steps);
     std::vector<double> all(per_rank * size, 0.0);
     double* own = &all[per_rank * rank];
-    for (const std::vector<double>* phase : phases) own = std::copy(phase->begin(), phase->end(), own);
+    for (const std::vector<double>* phase : phases)
+      own = std::copy(phase->begin(), phase->end(), own);
     sum_over_ranks("fashion_mnist.overlap", all);
     double mean[3] = {0, 0, 0}, longest[3];
     for (size_t p = 0; p < 3; ++p) {
