@@ -25,6 +25,13 @@ foreach(_np 2 3)
     ENVIRONMENT "${_env}")
 endforeach()
 
+# bench/tta/make_report.py's tables (no MPI; pytest comes with the binding's test set-up).
+add_test(NAME bench_tta_make_report
+  COMMAND ${ARCREDUCE_TORCH_PYTHON} -m pytest -q -p no:cacheprovider --color=no
+          ${PROJECT_SOURCE_DIR}/tests/bench)
+set_tests_properties(bench_tta_make_report PROPERTIES TIMEOUT 60 LABELS "torch"
+  ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/bench/tta;PYTHONDONTWRITEBYTECODE=1")
+
 # Example 04: every variant trains a little on 2 ranks through arcrun; compare.py prints the table.
 set(_name example_04_pytorch_fashion_mnist_compare_np2)
 add_test(NAME ${_name}
