@@ -24,8 +24,11 @@
 // and exchange, and as collectives complete together it is about the same on every rank, where
 // times between first submissions would carry one rank's lateness into the next step's. Once
 // every rank's trial is over (a bit of the negotiation, ANDed), the coordinators average their
-// medians in one All-Reduce and all take the same decision (set_agreed): hold if held steps
-// were more than kHoldMargin faster, since holding gives up the overlap. Until then the trial's
+// medians in one All-Reduce and all take the same decision (set_agreed): hold unless steps sent
+// as produced were more than kHoldMargin faster. Holding takes fewer rounds and less coordinator
+// CPU; what it gives up, the overlap of the compressed exchange with backward, pays only where
+// the exchange is long (slow links), and there sending as produced wins by far more than the
+// margin (docs/runtime.md, "One cycle"). Until then the trial's
 // alternation is the only choice, and ranks count the same steps, so they alternate together.
 // Ranks that ever choose differently still meet, as the negotiation waits for every rank's
 // ready bit; it costs a round, not a hang.
@@ -82,9 +85,10 @@ class StepBatcher {
   // next step.
   void set_agreed(bool hold) { agreed_ = hold; }
   const Trial& trial() const { return trial_; }
-  // Whether the ranks' averaged medians say hold.
+  // Whether the ranks' averaged medians say hold: unless sending as produced was more than
+  // kHoldMargin faster (a tie holds).
   static bool hold_pays(double held_median_ms, double sent_median_ms) {
-    return held_median_ms < (1.0 - kHoldMargin) * sent_median_ms;
+    return sent_median_ms >= (1.0 - kHoldMargin) * held_median_ms;
   }
   // Steps begun in holding mode with compressed tensors to hold (Stats::held_steps).
   uint64_t held_steps() const { return held_steps_; }

@@ -156,11 +156,13 @@ TEST(StepBatcher, AutoTrialStartsAfterTheDenseWarmup) {
   }
 }
 
-// Holding gives up the overlap: it must win by more than the margin.
-TEST(StepBatcher, HoldPaysOnlyBeyondTheMargin) {
+// Holding takes fewer rounds: sending as produced must win by more than the margin.
+TEST(StepBatcher, SendingAsProducedMustWinBeyondTheMargin) {
   EXPECT_TRUE(StepBatcher::hold_pays(10.0, 20.0));
-  EXPECT_TRUE(StepBatcher::hold_pays(96.0, 100.0));
-  EXPECT_FALSE(StepBatcher::hold_pays(98.0, 100.0));
+  EXPECT_TRUE(StepBatcher::hold_pays(100.0, 100.0));
+  EXPECT_TRUE(StepBatcher::hold_pays(100.0, 98.0));
+  EXPECT_TRUE(StepBatcher::hold_pays(100.0, 97.5));
+  EXPECT_FALSE(StepBatcher::hold_pays(100.0, 96.0));
   EXPECT_FALSE(StepBatcher::hold_pays(20.0, 10.0));
 }
 

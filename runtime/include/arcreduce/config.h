@@ -82,8 +82,8 @@ struct Config {
   // backward: it pays where rounds are costly and the exchange is short (many ranks per core, a
   // fast link), and loses on slow links (docs/runtime.md, "One cycle"). kAuto (default, "auto")
   // times steps 4-19 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then every
-  // rank holds from then on if the ranks' averaged medians say holding is more than 3% faster; kOn
-  // ("1") holds from the second step, kOff ("0") never holds.
+  // rank holds from then on unless the ranks' averaged medians say not holding is more than 3%
+  // faster; kOn ("1") holds from the second step, kOff ("0") never holds.
   CompressedBatching batch_compressed = CompressedBatching::kAuto;
 
   // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
