@@ -28,10 +28,10 @@
 // as produced were more than kHoldMargin faster. Holding takes fewer rounds and less coordinator
 // CPU; what it gives up, the overlap of the compressed exchange with backward, pays only where
 // the exchange is long (slow links), and there sending as produced wins by far more than the
-// margin (docs/runtime.md, "One cycle"). Until then the trial's
-// alternation is the only choice, and ranks count the same steps, so they alternate together.
-// Ranks that ever choose differently still meet, as the negotiation waits for every rank's
-// ready bit; it costs a round, not a hang.
+// margin (docs/runtime.md, "One cycle"). Until then the trial's alternation is the only choice,
+// and ranks count the same steps, so they alternate together. Ranks that ever choose
+// differently still meet, as the negotiation waits for every rank's ready bit; it costs a
+// round, not a hang.
 #pragma once
 
 #include <chrono>
