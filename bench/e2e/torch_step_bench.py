@@ -229,9 +229,10 @@ def measure_overlap(args, exchange, images, labels):
     # communicate submit the same tensors, as in examples/03, so the runtime's step learning
     # (what a step holds back and until when) sees one kind of step, not two.
     own = dict(net.named_parameters())
-    twin_params = [(optimizer._arc_names[own[name]], p)
+    submitted_as = optimizer.gradient_names()
+    twin_params = [(submitted_as[own[name]], p)
                    for name, p in reversed(list(twin.named_parameters()))]
-    compression = optimizer._arc_compression  # as paired with the optimizer's momentum
+    compression = optimizer.gradient_compression()  # as paired with the optimizer's momentum
     order = torch.randperm(len(images), generator=torch.Generator().manual_seed(args.seed + 1))
     per_epoch = len(images) // (size * args.batch_size)
     flag = torch.zeros(1)

@@ -109,7 +109,7 @@ class ArcreduceExchange:
 
     def error_feedback_used(self):
         """The error feedback the gradients get once paired with the optimizer."""
-        used = self.optimizer._arc_compression.error_feedback
+        used = self.optimizer.gradient_compression().error_feedback
         return used or self.arc.config()["error_feedback"]
 
     def sum_(self, tensor, name):

@@ -118,7 +118,7 @@ def test_efm_takes_over_sgd_momentum_and_matches_heavy_ball(runtime, gloo):
         base, named_parameters=model.named_parameters(), prefix="efm.",
         compression=arc.Compression("arctopk", ratio=1.0, error_feedback="efm"))
     assert all(g["momentum"] == 0.0 for g in optimizer.param_groups)
-    assert optimizer._arc_compression.error_feedback == "efm"
+    assert optimizer.gradient_compression().error_feedback == "efm"
     heavy_ball = torch.optim.SGD([{"params": [q], "momentum": momentum_of(q)}
                                   for q in reference.parameters()], lr=0.05)
     for step in range(5):
@@ -142,10 +142,10 @@ def test_error_feedback_pairing_with_other_optimizers(runtime):
     efm = arc.Compression("arctopk", ratio=0.1, error_feedback="efm")
     adam = arc.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=1e-3),
                                     named_parameters=model.named_parameters(), compression=efm)
-    assert adam._arc_compression.error_feedback == "ef14"  # Adam keeps its own moments
+    assert adam.gradient_compression().error_feedback == "ef14"  # Adam keeps its own moments
     plain = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                      named_parameters=model.named_parameters(), compression=efm)
-    assert plain._arc_compression.error_feedback == "ef14"  # no momentum to carry
+    assert plain.gradient_compression().error_feedback == "ef14"  # no momentum to carry
     with pytest.raises(ValueError, match=r"ARCREDUCE_EF_MOMENTUM=0.1 .*momentum 0.95"):
         arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.95),
                                  named_parameters=model.named_parameters(), compression=efm)
@@ -158,3 +158,18 @@ def test_error_feedback_pairing_with_other_optimizers(runtime):
                                      named_parameters=model.named_parameters(),
                                      compression=arc.Compression("none", error_feedback="efm"))
     assert dense.param_groups[0]["momentum"] == 0.9  # no error feedback on dense: untouched
+    assert dense.gradient_compression().compressor == "none"
+
+
+def test_gradient_names_carry_the_prefix(runtime):
+    model = make_model(seed=7)
+    optimizer = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(), prefix="n.")
+    names = optimizer.gradient_names()
+    assert [names[p] for p in model.parameters()] == [
+        "n." + name for name, _ in model.named_parameters()]
+    names.clear()  # a copy: the optimizer keeps its own
+    assert len(optimizer.gradient_names()) == len(list(model.parameters()))
+    unnamed = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), prefix="u.")
+    assert sorted(unnamed.gradient_names().values()) == sorted(
+        f"u.0.{i}" for i in range(len(list(model.parameters()))))

@@ -59,6 +59,17 @@ class _DistributedOptimizer:
         self._arc_handles[p] = allreduce_async_(p.grad, self._arc_names[p], self._arc_op,
                                                 self._arc_compression)
 
+    def gradient_names(self):
+        """{parameter: name}: the name each parameter's gradient is reduced under (``prefix``
+        and its name), the same on every rank; a copy."""
+        return dict(self._arc_names)
+
+    def gradient_compression(self):
+        """The Compression the gradients are reduced with: the one passed in, with the error
+        feedback paired with this optimizer's momentum (docs/pytorch.md, "Error feedback and
+        the optimizer's momentum")."""
+        return self._arc_compression
+
     def synchronize(self):
         """Waits until every gradient is averaged. Parameters whose hook did not fire on this
         rank (unused in this step's forward) are submitted now, a zero gradient where they have
