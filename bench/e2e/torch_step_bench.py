@@ -179,6 +179,17 @@ def parse_args():
     return args
 
 
+def from_every_rank(exchange, values, name):
+    """Every rank's ``values`` (a list, or nested lists, of the same shape on every rank) as a
+    float64 tensor indexed by rank first: one exact sum in which each rank fills its own slice.
+    Collective."""
+    own = torch.tensor(values, dtype=torch.float64)
+    everyone = torch.zeros((exchange.size,) + tuple(own.shape), dtype=torch.float64)
+    everyone[exchange.rank] = own
+    exchange.sum_(everyone, name)
+    return everyone
+
+
 def time_steps(args, exchange, images, labels):
     """Warm-up, then the timed steps; returns (this rank's durations, counters before, after)."""
     rank, size = exchange.rank, exchange.size
@@ -263,11 +274,7 @@ def measure_overlap(args, exchange, images, labels):
         F.cross_entropy(net(x), y).backward()
         optimizer.synchronize()
         times[2].append(time.perf_counter() - start)
-    # Every rank's times in one exact sum, each rank filling its own slice.
-    steps = args.overlap_steps
-    everyone = torch.zeros(size, 3, steps, dtype=torch.float64)
-    everyone[rank] = torch.tensor(times, dtype=torch.float64)
-    exchange.sum_(everyone, "bench.overlap.times")
+    everyone = from_every_rank(exchange, times, "bench.overlap.times")
     # statistics.median, not torch's (the lower middle value of an even count).
     mean = [sum(statistics.median(everyone[r, phase].tolist()) for r in range(size)) / size
             for phase in range(3)]
@@ -298,10 +305,7 @@ def main():
         args.warmup = max(args.warmup, 2)  # PowerSGD reduces densely before start_powerSGD_iter
     own, before, after, cpu_per_step = time_steps(args, exchange, images, labels)
     steps = len(own)
-    everyone = torch.zeros(size * steps, dtype=torch.float64)  # each rank fills its own slice
-    everyone[rank * steps:(rank + 1) * steps] = torch.tensor(own, dtype=torch.float64)
-    exchange.sum_(everyone, "bench.times")
-    times = everyone.view(size, steps).max(0).values.tolist()
+    times = from_every_rank(exchange, own, "bench.times").max(0).values.tolist()
 
     parameters = sum(p.numel() for p in model.parameters())
     ring = 2 * (size - 1) / size

@@ -27,6 +27,16 @@ double median(std::vector<double> v) {
 }
 
 // Shuffling has its own generator (saved in checkpoints); the model's comes from the same seed.
+// Every rank's `own` (the same length on every rank), rank r's at [r * own.size(), ...): one
+// exact sum in which each rank fills its own slice. Collective.
+std::vector<double> from_every_rank(const std::string& name, const std::vector<double>& own,
+                                    int rank, int size) {
+  std::vector<double> all(own.size() * static_cast<size_t>(size), 0.0);
+  std::copy(own.begin(), own.end(), all.begin() + static_cast<std::ptrdiff_t>(own.size() * rank));
+  sum_over_ranks(name, all);
+  return all;
+}
+
 std::mt19937_64 shuffle_engine(uint64_t seed) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), 0x73687566u};
   return std::mt19937_64(seq);
@@ -145,14 +155,11 @@ struct Run {
       exchange.wait();
       overlapped.push_back(seconds_since(t));
     }
-    // Every rank's time of every phase and step in one exact sum (each rank fills its own slice).
-    const std::vector<double>* phases[] = {&compute, &communication, &overlapped};
-    const auto per_rank = static_cast<size_t>(3 * steps);
-    std::vector<double> all(per_rank * size, 0.0);
-    double* own = &all[per_rank * rank];
-    for (const std::vector<double>* phase : phases)
-      own = std::copy(phase->begin(), phase->end(), own);
-    sum_over_ranks("fashion_mnist.overlap", all);
+    std::vector<double> own = compute;  // this rank's phases one after the other
+    own.insert(own.end(), communication.begin(), communication.end());
+    own.insert(own.end(), overlapped.begin(), overlapped.end());
+    const std::vector<double> all = from_every_rank("fashion_mnist.overlap", own, rank, size);
+    const size_t per_rank = own.size();
     double mean[3] = {0, 0, 0}, longest[3];
     for (size_t p = 0; p < 3; ++p) {
       std::vector<double> slowest(static_cast<size_t>(steps), 0.0);
@@ -366,15 +373,16 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
   for (int i = 0; i < steps; ++i) own[i] = run.timed_step(step++, bench.communicate);
   const Counters after = read_counters();
 
-  // All ranks' durations and waits in one exact sum (each rank fills its own slice), then per
-  // step the longest rank's duration and that rank's wait.
+  // All ranks' durations and waits, then per step the longest rank's duration and that rank's
+  // wait.
   const auto per_rank = static_cast<size_t>(2 * steps);
-  std::vector<double> all(per_rank * run.size, 0.0);
+  std::vector<double> mine(per_rank);
   for (int i = 0; i < steps; ++i) {
-    all[per_rank * run.rank + 2 * i] = own[i].total;
-    all[per_rank * run.rank + 2 * i + 1] = own[i].wait;
+    mine[2 * i] = own[i].total;
+    mine[2 * i + 1] = own[i].wait;
   }
-  sum_over_ranks("fashion_mnist.bench.times", all);
+  const std::vector<double> all =
+      from_every_rank("fashion_mnist.bench.times", mine, run.rank, run.size);
   result.step_seconds.assign(static_cast<size_t>(steps), 0.0);
   result.wait_seconds.assign(static_cast<size_t>(steps), 0.0);
   for (int r = 0; r < run.size; ++r) {
