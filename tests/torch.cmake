@@ -61,13 +61,15 @@ endforeach()
 
 # Example 05's --target-loss (the time-to-accuracy benchmark's transformer): a loss not reached
 # runs every step; a loss already met stops before the first. Both end with the JSON line
-# bench/tta/make_report.py reads, DDP's with its estimated bytes.
-foreach(_case "arctopk|0|4|false" "ddp|0|4|true" "dense|100|0|false")
+# bench/tta/make_report.py reads, DDP's with its estimated bytes. ARC-Top-K under AdamW gets
+# the binding's adaptive-optimizer defaults (ratio 0.5, no error feedback; docs/pytorch.md).
+foreach(_case "arctopk|0|4|false|0.5" "ddp|0|4|true|null" "dense|100|0|false|null")
   string(REPLACE "|" ";" _fields "${_case}")
   list(GET _fields 0 _variant)
   list(GET _fields 1 _target)
   list(GET _fields 2 _last)
   list(GET _fields 3 _estimated)
+  list(GET _fields 4 _ratio)
   set(_name example_05_tta_${_variant}_target${_target}_np2)
   add_test(NAME ${_name}
     COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
@@ -75,7 +77,7 @@ foreach(_case "arctopk|0|4|false" "ddp|0|4|true" "dense|100|0|false")
             --variant ${_variant} --steps 4 --eval-every 2 --eval-batches 1 --batch-size 2
             --context 16 --width 32 --layers 1 --heads 2 --json --target-loss ${_target})
   if(_target EQUAL 0)
-    set(_pass "\"reached\": false, \"bytes_estimated\": ${_estimated}.*\"step\": ${_last}, [^]]*\"bytes_per_step\": [1-9][^]]*\]}")
+    set(_pass "\"ratio_used\": ${_ratio}, \"error_feedback\": \"default\", \"error_feedback_used\": \"none\".*\"reached\": false, \"bytes_estimated\": ${_estimated}.*\"step\": ${_last}, [^]]*\"bytes_per_step\": [1-9][^]]*\]}")
   else()
     set(_pass "\"reached\": true.*\"points\": \\[{\"step\": 0, [^}]*}\\]}")
   endif()

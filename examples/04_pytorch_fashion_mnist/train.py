@@ -112,6 +112,14 @@ class ArcreduceExchange:
         used = self.optimizer.gradient_compression().error_feedback
         return used or self.arc.config()["error_feedback"]
 
+    def ratio_used(self):
+        """The ratio the gradients get once paired with the optimizer (None: not compressed)."""
+        compression = self.optimizer.gradient_compression()
+        settings = self.arc.config()
+        if (compression.compressor or settings["compressor"]) in ("none", "fp16", "powersgd"):
+            return None
+        return compression.ratio or settings["compress_ratio"]
+
     def sum_(self, tensor, name):
         return self.arc.allreduce_(tensor, name, op=self.arc.Sum, compression="none")
 

@@ -16,7 +16,8 @@ per evaluation (validation loss, perplexity per character, training wall-clock, 
 with --json, one JSON line {"bench": "lm", ...} with the curve. With --target-loss it stops at
 the first evaluation at or below that loss: the time-to-accuracy benchmark's transformer
 (scripts/bench-tta.sh, WORKLOADS=lm). AdamW, whose moments stay in the
-optimizer (DistributedOptimizer gives its gradients ef14 where efm is configured). Every
+optimizer (DistributedOptimizer gives an adaptive optimizer's gradients no error feedback where
+efm is configured, and ratio 0.5 where no ratio is set: docs/pytorch.md). Every
 nn.Linear weight is a row-structured matrix of the kind ARC-Top-K selects rows from.
 """
 import argparse
@@ -256,6 +257,7 @@ def main():
                           "seed": args.seed, "batch_per_rank": args.batch_size,
                           "context": args.context, "lr": args.lr,
                           "ratio": args.compress_ratio,
+                          "ratio_used": getattr(exchange, "ratio_used", lambda: None)(),
                           "error_feedback": args.error_feedback or "default",
                           "error_feedback_used": exchange.error_feedback_used(),
                           "target_loss": args.target_loss, "reached": reached,

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import arcreduce.torch as arc
+from arcreduce.torch.optimizer import ADAPTIVE_RATIO
 from conftest import same_on_all_ranks
 
 
@@ -142,7 +143,9 @@ def test_error_feedback_pairing_with_other_optimizers(runtime):
     efm = arc.Compression("arctopk", ratio=0.1, error_feedback="efm")
     adam = arc.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=1e-3),
                                     named_parameters=model.named_parameters(), compression=efm)
-    assert adam.gradient_compression().error_feedback == "ef14"  # Adam keeps its own moments
+    # Adam keeps its own moments and gets no error feedback; a ratio that is set stays.
+    assert adam.gradient_compression().error_feedback == "none"
+    assert adam.gradient_compression().ratio == 0.1
     plain = arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                      named_parameters=model.named_parameters(), compression=efm)
     assert plain.gradient_compression().error_feedback == "ef14"  # no momentum to carry
@@ -159,6 +162,38 @@ def test_error_feedback_pairing_with_other_optimizers(runtime):
                                      compression=arc.Compression("none", error_feedback="efm"))
     assert dense.param_groups[0]["momentum"] == 0.9  # no error feedback on dense: untouched
     assert dense.gradient_compression().compressor == "none"
+
+
+def test_adaptive_optimizers_get_their_own_ratio_and_no_feedback(runtime, monkeypatch):
+    model = make_model(seed=8)
+    monkeypatch.delenv("ARCREDUCE_COMPRESS_RATIO", raising=False)
+
+    def paired(optimizer, compression):
+        return arc.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                        compression=compression).gradient_compression()
+
+    for cls in (torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, torch.optim.Adagrad):
+        c = paired(cls(model.parameters(), lr=1e-3), "arctopk")
+        assert (c.compressor, c.ratio, c.error_feedback) == (
+            "arctopk", ADAPTIVE_RATIO, "none"), cls.__name__
+    # What the user sets stays: a ratio, and an error feedback other than efm.
+    c = paired(torch.optim.AdamW(model.parameters(), lr=1e-3),
+               arc.Compression("topk", ratio=0.05, error_feedback="ef14"))
+    assert (c.compressor, c.ratio, c.error_feedback) == ("topk", 0.05, "ef14")
+    monkeypatch.setenv("ARCREDUCE_COMPRESS_RATIO", "0.02")
+    c = paired(torch.optim.Adam(model.parameters(), lr=1e-3), "randk")
+    assert (c.ratio, c.error_feedback) == (None, "none")  # the runtime's 0.02 applies
+    # Not adaptive: SGD without momentum, and an optimizer of the user's own.
+    class Sign(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 1e-3})
+
+    for optimizer in (torch.optim.SGD(model.parameters(), lr=0.1), Sign(model.parameters())):
+        c = paired(optimizer, "arctopk")
+        assert (c.ratio, c.error_feedback) == (None, "ef14"), type(optimizer).__name__
+    # Dense reduction is left alone.
+    c = paired(torch.optim.Adam(model.parameters(), lr=1e-3), "none")
+    assert (c.compressor, c.ratio, c.error_feedback) == ("none", None, None)
 
 
 def test_gradient_names_carry_the_prefix(runtime):

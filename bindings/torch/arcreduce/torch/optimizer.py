@@ -4,12 +4,26 @@ Each parameter's gradient is handed to the runtime from a hook on its gradient a
 soon as backward has produced it, so the reduction of early layers overlaps the backward pass
 of the others; ``step()`` waits for all of them and then runs the wrapped optimizer's update.
 """
+import os
+
 import torch
 
 from .mpi_ops import Average, Compression, allreduce_async_, config, synchronize
 
 # Compressors that take ARCREDUCE_ERROR_FEEDBACK (the others ignore it or keep their own).
 _FEEDBACK_COMPRESSORS = ("topk", "randk", "arctopk")
+
+# Optimizers that divide each coordinate's step by a running average of its squared gradients.
+_ADAPTIVE_OPTIMIZERS = tuple(
+    getattr(torch.optim, name)
+    for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop",
+                 "SparseAdam")
+    if hasattr(torch.optim, name))
+
+# The ratio adaptive optimizers get where none is set (Compression.ratio, ARCREDUCE_COMPRESS_RATIO):
+# on examples/05's transformer (AdamW) ratio 0.01 did not reach dense's loss + 1% in three times
+# dense's steps; docs/time-to-accuracy.md, "Adaptive optimizers".
+ADAPTIVE_RATIO = 0.5
 
 
 class _DistributedOptimizer:
@@ -27,7 +41,7 @@ class _DistributedOptimizer:
         if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be an int >= 1, "
                              f"not {backward_passes_per_step!r}")
-        self._arc_compression = _pair_with_momentum(self, Compression.of(compression))
+        self._arc_compression = _pair_with_optimizer(self, Compression.of(compression))
         self._arc_op = op
         self._arc_passes = backward_passes_per_step
         self._arc_names = {p: prefix + names[p] for p in params}
@@ -109,15 +123,17 @@ class _DistributedOptimizer:
         return super().zero_grad(set_to_none)
 
 
-def _pair_with_momentum(optimizer, compression):
-    """Pairs the error feedback in effect with the optimizer (docs/pytorch.md, "Error feedback
-    and the optimizer's momentum"); returns the Compression the parameters are reduced with.
+def _pair_with_optimizer(optimizer, compression):
+    """Pairs the compression in effect with the optimizer (docs/pytorch.md, "Error feedback and
+    the optimizer's momentum"); returns the Compression the parameters are reduced with.
 
     efm keeps heavy-ball momentum inside the runtime, where it sees the whole gradient before
     compression (momentum correction): an SGD with momentum mu hands its momentum over (its
-    groups get momentum 0; mu must equal 1 - ARCREDUCE_EF_MOMENTUM). Any other optimizer keeps
-    its own moments and its gradients get ef14 instead, so momentum is never applied twice.
-    ef21m on top of SGD momentum is refused: the two momenta stack and training diverges."""
+    groups get momentum 0; mu must equal 1 - ARCREDUCE_EF_MOMENTUM). An adaptive optimizer (Adam
+    and the like) keeps its moments and gets no error feedback instead, and ADAPTIVE_RATIO where
+    no ratio is set; any other optimizer keeps its moments and gets ef14, so momentum is never
+    applied twice. ef21m on top of SGD momentum is refused: the two momenta stack and training
+    diverges."""
     settings = config()
     compressor = compression.compressor or settings["compressor"]
     feedback = compression.error_feedback or settings["error_feedback"]
@@ -132,14 +148,22 @@ def _pair_with_momentum(optimizer, compression):
             f"momentum {momenta[-1]}: use SGD momentum=0 with the learning rate divided by "
             f"ARCREDUCE_EF_MOMENTUM ({settings['ef_momentum']}) and ARCREDUCE_EF_INIT=zero, or "
             "error feedback 'efm', which takes the optimizer's momentum over by itself")
+    if isinstance(optimizer, _ADAPTIVE_OPTIMIZERS):
+        ratio = compression.ratio
+        if ratio is None and "ARCREDUCE_COMPRESS_RATIO" not in os.environ:
+            ratio = ADAPTIVE_RATIO
+        # Under a per-coordinate step size a residual delivered late arrives as one outsized
+        # step; without feedback, measured on the transformer, the loss falls faster.
+        kind = "none" if feedback == "efm" else compression.error_feedback
+        return Compression(compression.compressor, ratio, kind, compression.granularity)
     if feedback != "efm":
         return compression
     carries = (sgd and momenta and momenta[0] > 0
                and all(not g.get("nesterov", False) and float(g.get("dampening", 0.0)) == 0.0
                        for g in groups))
     if not carries:
-        # Adam and the like, SGD without momentum, Nesterov or dampened SGD: the optimizer's own
-        # update stays as it is and the residual of compression is fed back alone.
+        # SGD without momentum, Nesterov or dampened SGD, any other optimizer: its own update
+        # stays as it is and the residual of compression is fed back alone.
         return _with_feedback(compression, "ef14")
     eta = float(settings["ef_momentum"])
     if len(momenta) > 1 or abs((1.0 - momenta[0]) - eta) > 1e-6:
