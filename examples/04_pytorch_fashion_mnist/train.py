@@ -109,8 +109,10 @@ class ArcreduceExchange:
 
     def error_feedback_used(self):
         """The error feedback the gradients get once paired with the optimizer."""
-        used = self.optimizer.gradient_compression().error_feedback
-        return used or self.arc.config()["error_feedback"]
+        compression = self.optimizer.gradient_compression()
+        if compression.compressor == "none":
+            return "none"
+        return compression.error_feedback or self.arc.config()["error_feedback"]
 
     def ratio_used(self):
         """The ratio the gradients get once paired with the optimizer (None: not compressed)."""

@@ -101,10 +101,12 @@ def parse_args():
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--compress-ratio", type=float, default=None,
-                   help="arctopk, topk, randk: fraction kept (default: ARCREDUCE_COMPRESS_RATIO)")
+                   help="arctopk, topk, randk: fraction kept (default: ARCREDUCE_COMPRESS_RATIO "
+                        "if set, else 0.5, arcreduce.torch's ratio for adaptive optimizers)")
     p.add_argument("--error-feedback", default=None,
                    help="arctopk, topk, randk: none, ef14, ef21, ef21m, efm "
-                        "(default: ARCREDUCE_ERROR_FEEDBACK)")
+                        "(default: ARCREDUCE_ERROR_FEEDBACK; efm, the runtime's, becomes none "
+                        "under AdamW)")
     p.add_argument("--powersgd-rank", type=int, default=1, help="ddp-powersgd: approximation rank")
     p.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
     p.add_argument("--eval-batches", type=int, default=8,
