@@ -26,7 +26,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Shuffling has its own generator (saved in checkpoints); the model's comes from the same seed.
 // Every rank's `own` (the same length on every rank), rank r's at [r * own.size(), ...): one
 // exact sum in which each rank fills its own slice. Collective.
 std::vector<double> from_every_rank(const std::string& name, const std::vector<double>& own,
@@ -37,6 +36,7 @@ std::vector<double> from_every_rank(const std::string& name, const std::vector<d
   return all;
 }
 
+// Shuffling has its own generator (saved in checkpoints); the model's comes from the same seed.
 std::mt19937_64 shuffle_engine(uint64_t seed) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), 0x73687566u};
   return std::mt19937_64(seq);

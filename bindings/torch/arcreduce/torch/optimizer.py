@@ -79,9 +79,9 @@ class _DistributedOptimizer:
         return dict(self._arc_names)
 
     def gradient_compression(self):
-        """The Compression the gradients are reduced with: the one passed in, with the error
-        feedback paired with this optimizer's momentum (docs/pytorch.md, "Error feedback and
-        the optimizer's momentum")."""
+        """The Compression the gradients are reduced with: the one passed in, paired with this
+        optimizer (its error feedback, and an adaptive optimizer's ratio; docs/pytorch.md,
+        "Error feedback and the optimizer's momentum")."""
         return self._arc_compression
 
     def synchronize(self):
