@@ -15,6 +15,8 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
       return "ring";
     case AllreduceAlgorithm::kMpi:
       return "mpi";
+    case AllreduceAlgorithm::kDoubling:
+      return "doubling";
   }
   return "unknown";
 }
@@ -28,24 +30,25 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
   for (size_t i = begin; i < end; ++i) {
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(value[i])));
   }
-  for (AllreduceAlgorithm a :
-       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi}) {
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
+                               AllreduceAlgorithm::kMpi, AllreduceAlgorithm::kDoubling}) {
     if (lower == allreduce_algorithm_name(a)) return a;
   }
   throw Error(variable + "='" + value +
                   "' is not a valid allreduce algorithm; accepted: auto, "
-                  "ring, mpi",
+                  "ring, mpi, doubling",
               StatusCode::kInvalidArgument);
 }
 
 AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                                int local_size, size_t ring_threshold_bytes) {
   if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
-  // On one host the MPI library's shared-memory allreduce is at least as good as our ring;
-  // across hosts its default choice for large messages is markedly slower (docs/communicators.md).
-  const bool multi_host = local_size < size;
-  return (multi_host && bytes >= ring_threshold_bytes) ? AllreduceAlgorithm::kRing
-                                                       : AllreduceAlgorithm::kMpi;
+  // On one host the MPI library's shared-memory allreduce is at least as good as ours, and its
+  // waits poll no sockets. Across hosts its default choice for large messages is markedly slower
+  // than the ring, and its non-blocking collectives make every wait for small ones poll in
+  // bursts (docs/communicators.md).
+  if (local_size >= size) return AllreduceAlgorithm::kMpi;
+  return bytes >= ring_threshold_bytes ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;
 }
 
 size_t ring_segment_bytes_for(size_t requested, int local_size, int size,

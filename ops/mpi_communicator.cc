@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "arcreduce/status.h"
+#include "ops/doubling_allreduce.h"
 #include "ops/mpi_check.h"
 #include "ops/mpi_cuda_support.h"
 #include "ops/mpi_wait.h"
@@ -23,6 +24,7 @@ constexpr int kAllgathervTag = 1;
 constexpr int kGathervTag = 2;
 constexpr int kAlltoallvTag = 3;
 constexpr int kLivenessTag = 4;
+constexpr int kDoublingTag = 5;
 
 size_t sum(const std::vector<size_t>& values) {
   size_t total = 0;
@@ -132,7 +134,16 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   const size_t element = scalar_size(type);
   require_buffer(buf, count * element, "allreduce");
   if (size_ == 1 || count == 0) return;
-  if (algorithm_for(count * element) == AllreduceAlgorithm::kRing) {
+  AllreduceAlgorithm algorithm = algorithm_for(count * element);
+  if (algorithm == AllreduceAlgorithm::kDoubling && count * element > options_.max_message_bytes) {
+    algorithm = AllreduceAlgorithm::kRing;  // one message would be too large
+  }
+  if (algorithm == AllreduceAlgorithm::kDoubling) {
+    record(doubling_allreduce(ring_comm_, kDoublingTag, buf, count, type, op, &ring_scratch_,
+                              point_to_point(options_.wait)));
+    return;
+  }
+  if (algorithm == AllreduceAlgorithm::kRing) {
     record(ring_allreduce(ring_comm_, buf, count, type, op, options_.ring_segment_bytes,
                           &ring_scratch_, point_to_point(options_.wait)));
     return;

@@ -138,7 +138,7 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
     reject(kEnvStallShutdownSeconds, num(c.stall_shutdown_seconds), "seconds >= 0 (0 disables)");
   }
   check_choice(kEnvLogLevel, c.log_level, log_level_names());
-  check_choice(kEnvAllreduceAlgorithm, c.allreduce_algorithm, {"auto", "ring", "mpi"});
+  check_choice(kEnvAllreduceAlgorithm, c.allreduce_algorithm, {"auto", "ring", "mpi", "doubling"});
   check_choice(kEnvGranularity, c.granularity, granularity_names());
   check_choice(kEnvEfInit, c.ef_init, {"warm", "zero"});
   if (c.oktopk_tau < 1) reject(kEnvOkTopkTau, std::to_string(c.oktopk_tau), "an integer >= 1");

@@ -1,5 +1,5 @@
 // MpiCommunicator under mpirun: every call against references computed here, results checked
-// bit-identical on all ranks. Usage: communicator_mpi_test --algorithm=ring|mpi|auto
+// bit-identical on all ranks. Usage: communicator_mpi_test --algorithm=ring|mpi|doubling|auto
 // [--small-messages] (segments and message limits of ~1 KB, to exercise the split paths)
 // [--wait=busy|yield|sleep|sleep-at-once|mixed] (how calls wait: ops/mpi_wait.h; sleep-at-once
 // sleeps from the first poll on, mixed gives ranks different modes).
@@ -237,8 +237,21 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   MPI_Allreduce(delta, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total[0], total[1]);
   const uint64_t p2p = (size() > 1 ? 2 : 1) * uint64_t{100007} * size();
-  const uint64_t ring = size() > 1 ? 2ull * (size() - 1) * 5003 * 4 : 0;
-  EXPECT_EQ(total[0], p2p + ring);
+  // The ring (and MPI's estimate) forwards 2(P-1) chunks per rank; recursive doubling sends the
+  // whole buffer per round and, off a power of two, twice more per folded pair. A doubling
+  // allreduce over the message limit takes the ring.
+  const uint64_t bytes = 5003 * 4;
+  uint64_t allreduce = size() > 1 ? 2ull * (size() - 1) * bytes : 0;
+  if (comm_->algorithm_for(bytes) == AllreduceAlgorithm::kDoubling &&
+      bytes <= comm_->options().max_message_bytes && size() > 1) {
+    int p2 = 1, rounds = 0;
+    while (p2 * 2 <= size()) {
+      p2 *= 2;
+      ++rounds;
+    }
+    allreduce = (uint64_t{static_cast<uint64_t>(p2)} * rounds + 2ull * (size() - p2)) * bytes;
+  }
+  EXPECT_EQ(total[0], p2p + allreduce);
 }
 
 // isend/irecv to and from every rank, all posted before any wait, completed in reverse order;

@@ -2,7 +2,7 @@
 add_executable(communicator_mpi_test ${CMAKE_CURRENT_LIST_DIR}/communicator_mpi_test.cc)
 target_link_libraries(communicator_mpi_test PRIVATE arcreduce_ops GTest::gtest)
 foreach(np 1 2 3 4)
-  foreach(algorithm ring mpi)
+  foreach(algorithm ring mpi doubling)
     arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_np${np} NP ${np}
       COMMAND communicator_mpi_test --algorithm=${algorithm} TIMEOUT 120)
   endforeach()
@@ -12,6 +12,9 @@ foreach(np 3 4)
   arcreduce_add_mpi_test(NAME ops_communicator_ring_small_np${np} NP ${np}
     COMMAND communicator_mpi_test --algorithm=ring --small-messages TIMEOUT 120)
 endforeach()
+# Doubling's messages above the limit take the ring; those below it stay doubling.
+arcreduce_add_mpi_test(NAME ops_communicator_doubling_small_np3 NP 3
+  COMMAND communicator_mpi_test --algorithm=doubling --small-messages TIMEOUT 120)
 arcreduce_add_mpi_test(NAME ops_communicator_mpi_small_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=mpi --small-messages TIMEOUT 120)
 arcreduce_add_mpi_test(NAME ops_communicator_auto_np2 NP 2
@@ -19,7 +22,7 @@ arcreduce_add_mpi_test(NAME ops_communicator_auto_np2 NP 2
 # Wait modes (ops/mpi_wait.h): the default (sleep) runs above; the others, sleeping from the
 # first poll, and ranks with different modes in one job.
 foreach(wait busy yield sleep-at-once mixed)
-  foreach(algorithm ring mpi)
+  foreach(algorithm ring mpi doubling)
     arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_wait_${wait}_np3 NP 3
       COMMAND communicator_mpi_test --algorithm=${algorithm} --wait=${wait} TIMEOUT 120)
   endforeach()

@@ -1,10 +1,13 @@
 #include "ops/allreduce_algorithm.h"
 
 #include <climits>
+#include <set>
+#include <utility>
 
 #include <gtest/gtest.h>
 
 #include "arcreduce/status.h"
+#include "ops/doubling_allreduce.h"
 #include "ops/traffic_estimates.h"
 #include "runtime/mpi_environment.h"
 
@@ -15,8 +18,9 @@ TEST(AllreduceAlgorithmTest, ParsesAcceptedValues) {
   EXPECT_EQ(parse_allreduce_algorithm("auto"), AllreduceAlgorithm::kAuto);
   EXPECT_EQ(parse_allreduce_algorithm("ring"), AllreduceAlgorithm::kRing);
   EXPECT_EQ(parse_allreduce_algorithm(" MPI "), AllreduceAlgorithm::kMpi);
-  for (AllreduceAlgorithm a :
-       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi}) {
+  EXPECT_EQ(parse_allreduce_algorithm("Doubling"), AllreduceAlgorithm::kDoubling);
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
+                               AllreduceAlgorithm::kMpi, AllreduceAlgorithm::kDoubling}) {
     EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(a)), a);
   }
 }
@@ -31,24 +35,28 @@ TEST(AllreduceAlgorithmTest, RejectsOtherValuesNamingVariableValueAndChoices) {
       const std::string message = e.what();
       EXPECT_NE(message.find("ARCREDUCE_ALLREDUCE_ALGORITHM"), std::string::npos) << message;
       EXPECT_NE(message.find(std::string("'") + bad + "'"), std::string::npos) << message;
-      EXPECT_NE(message.find("auto, ring, mpi"), std::string::npos) << message;
+      EXPECT_NE(message.find("auto, ring, mpi, doubling"), std::string::npos) << message;
     }
   }
   EXPECT_THROW(parse_allreduce_algorithm("x", "--allreduce"), Error);
 }
 
-TEST(AllreduceAlgorithmTest, AutoPicksRingOnlyAcrossHostsForLargeMessages) {
+TEST(AllreduceAlgorithmTest, AutoPicksRingOrDoublingOnlyAcrossHosts) {
   const size_t mib = size_t{1} << 20;
   const auto resolve = [&](size_t bytes, int size, int local_size) {
     return resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, size, local_size, mib);
   };
   EXPECT_EQ(resolve(mib, 8, 4), AllreduceAlgorithm::kRing);
-  EXPECT_EQ(resolve(mib - 1, 8, 4), AllreduceAlgorithm::kMpi);
+  EXPECT_EQ(resolve(mib - 1, 8, 4), AllreduceAlgorithm::kDoubling);
+  EXPECT_EQ(resolve(8, 2, 1), AllreduceAlgorithm::kDoubling);
   EXPECT_EQ(resolve(100 * mib, 8, 8), AllreduceAlgorithm::kMpi);  // one host
+  EXPECT_EQ(resolve(8, 8, 8), AllreduceAlgorithm::kMpi);
   EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kRing, 1, 1, 1, mib),
             AllreduceAlgorithm::kRing);
   EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kMpi, mib, 8, 1, mib),
             AllreduceAlgorithm::kMpi);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kDoubling, 100 * mib, 8, 8, mib),
+            AllreduceAlgorithm::kDoubling);
 }
 
 TEST(AllreduceAlgorithmTest, RingSegmentsFitTheEagerLimitOnlyAcrossHosts) {
@@ -62,6 +70,61 @@ TEST(AllreduceAlgorithmTest, RingSegmentsFitTheEagerLimitOnlyAcrossHosts) {
   // A segment across hosts, with Open MPI's fragment header, is one eager message at the limit
   // init() sets.
   EXPECT_LT(kMultiHostRingSegmentBytes + 64, kTcpEagerLimitBytes);
+}
+
+// Every rank's plan, checked against the others': exchanges are mutual and happen in the same
+// round on both sides, each folded rank hands its data to exactly one partner that exchanges, and
+// the exchanges of the power of two p2 <= P that take part combine every rank's data: a rank's
+// set of contributors doubles each round, ending at all P.
+TEST(DoublingPlanTest, RoundsAreMutualAndCombineEveryRank) {
+  for (int size = 1; size <= 13; ++size) {
+    int p2 = 1, rounds = 0;
+    while (p2 * 2 <= size) {
+      p2 *= 2;
+      ++rounds;
+    }
+    std::vector<DoublingPlan> plans;
+    for (int r = 0; r < size; ++r) plans.push_back(doubling_plan(r, size));
+    std::vector<std::set<int>> has(size);
+    int folded = 0;
+    for (int r = 0; r < size; ++r) {
+      const DoublingPlan& p = plans[r];
+      has[r] = {r};
+      if (p.folded) {
+        ++folded;
+        EXPECT_TRUE(p.peers.empty()) << size << " " << r;
+        ASSERT_GE(p.fold_partner, 0);
+        ASSERT_LT(p.fold_partner, size);
+        EXPECT_FALSE(plans[p.fold_partner].folded);
+        EXPECT_EQ(plans[p.fold_partner].fold_partner, r);
+        continue;
+      }
+      EXPECT_EQ(static_cast<int>(p.peers.size()), rounds) << size << " " << r;
+      if (p.fold_partner >= 0) {
+        EXPECT_TRUE(plans[p.fold_partner].folded);
+        has[r].insert(p.fold_partner);
+      }
+    }
+    EXPECT_EQ(folded, size - p2) << size;
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<std::set<int>> next = has;
+      for (int r = 0; r < size; ++r) {
+        if (plans[r].folded) continue;
+        const int peer = plans[r].peers[round];
+        ASSERT_GE(peer, 0);
+        ASSERT_LT(peer, size);
+        ASSERT_NE(peer, r);
+        ASSERT_FALSE(plans[peer].folded);
+        EXPECT_EQ(plans[peer].peers[round], r) << size << " round " << round;
+        next[r].insert(has[peer].begin(), has[peer].end());
+      }
+      has = next;
+    }
+    for (int r = 0; r < size; ++r) {
+      if (plans[r].folded) continue;
+      EXPECT_EQ(static_cast<int>(has[r].size()), size) << size << " " << r;
+    }
+  }
 }
 
 TEST(TrafficEstimatesTest, RingChunksPartitionTheBuffer) {

@@ -34,7 +34,7 @@ struct Config {
   double stall_check_seconds = 60;           // ARCREDUCE_STALL_CHECK_SECONDS, 0 disables warnings
   double stall_shutdown_seconds = 600;       // ARCREDUCE_STALL_SHUTDOWN_SECONDS, 0 disables abort
   std::string log_level = "warning";         // ARCREDUCE_LOG_LEVEL
-  std::string allreduce_algorithm = "auto";  // ARCREDUCE_ALLREDUCE_ALGORITHM: auto, ring, mpi
+  std::string allreduce_algorithm = "auto";  // ARCREDUCE_ALLREDUCE_ALGORITHM: see communicators.md
   std::string granularity = "element";  // ARCREDUCE_GRANULARITY: topk/randk unit, element or row
   // ARCREDUCE_EF_INIT: "warm" starts error feedback from the first gradient (EF21: h = g,
   // hbar = mean g), "zero" from zero state (cold start).
