@@ -154,11 +154,16 @@ void Coordinator::loop() {
         for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
         for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
       }
-      // Woken only by submissions that are held: nothing to report, so no round, unless the
-      // idle cycle is due (it keeps other ranks' negotiations and stall reports going).
-      if (requests.empty() && (batcher_.holding() || grouper_.holding()) &&
-          !controller_.has_pending() && device_buckets_.empty() && !shutdown_requested_.load() &&
-          t - last_cycle < kIdleCycle) {
+      // Nothing to report (woken by submissions that are held, or by a user who blocked on an op
+      // that the last round already took): no round. A round with nothing in it would make every
+      // other rank spend its next round, and its next step's tensors, on this one. Otherwise the
+      // idle cycle is due after kIdleCycle (it keeps other ranks' negotiations and stall reports
+      // going), but not while the batcher or the grouper holds tensors: they are released by
+      // their deadline, which bounds the wait as well, and a step longer than the idle cycle would
+      // otherwise meet an empty round in the middle of its backward.
+      if (requests.empty() && !controller_.has_pending() && device_buckets_.empty() &&
+          !shutdown_requested_.load() &&
+          (batcher_.holding() || grouper_.holding() || t - last_cycle < kIdleCycle)) {
         continue;
       }
       last_cycle = t;

@@ -50,6 +50,7 @@ set(_rt_suite_runs
   "runtime_allreduce_np4_small_buckets_small_cache|4|ARCREDUCE_FUSION_THRESHOLD=4096,ARCREDUCE_CACHE_CAPACITY=4"
   "runtime_allreduce_np2_nofusion_nocache|2|ARCREDUCE_FUSION_THRESHOLD=0,ARCREDUCE_CACHE_CAPACITY=0"
   "runtime_allreduce_np3_ring|3|ARCREDUCE_ALLREDUCE_ALGORITHM=ring"
+  "runtime_allreduce_np3_doubling|3|ARCREDUCE_ALLREDUCE_ALGORITHM=doubling"
   "runtime_allreduce_np4_mpi|4|ARCREDUCE_ALLREDUCE_ALGORITHM=mpi")
 foreach(_run IN LISTS _rt_suite_runs)
   string(REPLACE "|" ";" _fields "${_run}")
