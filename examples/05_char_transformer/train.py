@@ -265,7 +265,9 @@ def main():
                           "target_loss": args.target_loss, "reached": reached,
                           "bytes_estimated": estimate is not None, "points": points}),
               flush=True)
-    del net, optimizer  # close() tears the exchange down; nothing else may hold the model
+    # close() tears the exchange down; nothing else may hold the model (evaluate() still names
+    # net, so the references are dropped rather than the names deleted).
+    net = optimizer = None
     exchange.close()
     return 0
 
