@@ -117,7 +117,7 @@ TEST(Stats, BlockingOnAnOpInFlightAddsNoRound) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     Status s = arcreduce::synchronize(h);
-    ASSERT_TRUE(s.ok()) << describe(s);
+    EXPECT_TRUE(s.ok()) << describe(s);  // no early return: the other ranks go on submitting
     EXPECT_EQ(check_reduced(t, ReduceOp::kSum, arcreduce::size(), step), "");
   }
   const Stats after = arcreduce::stats();
