@@ -21,7 +21,8 @@ bool StepBatcher::holds(const TensorSignature& signature) {
 void StepBatcher::begin_step() {
   const Clock::time_point end = last_completion_;  // of the step that ends here
   // A step without completions (nothing waited for) has no time of its own: not counted.
-  if (trial_role_ >= 0 && previous_end_ != Clock::time_point{} && end > previous_end_) {
+  if (trial_role_ >= 0 && trial_timed_ && previous_end_ != Clock::time_point{} &&
+      end > previous_end_) {
     trial_ms_[trial_role_].push_back(
         std::chrono::duration<double, std::milli>(end - previous_end_).count());
     const size_t need = kTrialStepsPerMode;
@@ -44,7 +45,13 @@ void StepBatcher::begin_step() {
     case CompressedBatching::kAuto:
       // Only steps that have compressed tensors to hold tell the two modes apart.
       if (!trial_.done && steps_begun_ > unmeasured_steps_ && !steps_.expected().empty()) {
-        trial_role_ = trial_ms_[1].size() <= trial_ms_[0].size() ? 1 : 0;
+        if (block_left_ == 0) {
+          block_mode_ = trial_ms_[1].size() <= trial_ms_[0].size() ? 1 : 0;
+          block_left_ = kTrialBlockSteps;
+        }
+        trial_role_ = block_mode_;
+        trial_timed_ = block_left_ < kTrialBlockSteps;
+        --block_left_;
         hold_step_ = trial_role_ == 1;
       } else {
         hold_step_ = trial_.done && agreed_;

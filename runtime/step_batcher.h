@@ -18,20 +18,20 @@
 //
 // CompressedBatching::kAuto decides by measurement. After ARCREDUCE_WARMUP_STEPS and then
 // kUnmeasuredSteps more, steps that have
-// compressed tensors alternate between holding and not (a trial of kTrialStepsPerMode steps
-// each). A step's time runs from the last completion of the step before to its own last
-// completion (the last one before the next step begins): it covers the step's forward, backward
-// and exchange, and as collectives complete together it is about the same on every rank, where
-// times between first submissions would carry one rank's lateness into the next step's. Once
-// every rank's trial is over (a bit of the negotiation, ANDed), the coordinators average their
-// medians in one All-Reduce and all take the same decision (set_agreed): hold unless steps sent
-// as produced were more than kHoldMargin faster. Holding takes fewer rounds and less coordinator
-// CPU; what it gives up, the overlap of the compressed exchange with backward, pays only where
-// the exchange is long (slow links), and there sending as produced wins by far more than the
-// margin (docs/runtime.md, "One cycle"). Until then the trial's alternation is the only choice,
-// and ranks count the same steps, so they alternate together. Ranks that ever choose
-// differently still meet, as the negotiation waits for every rank's ready bit; it costs a
-// round, not a hang.
+// compressed tensors alternate between holding and not in blocks of kTrialBlockSteps, the first
+// step of each block untimed (a trial of kTrialStepsPerMode timed steps each). A step's time runs
+// from the last completion of the step before to its own last completion (the last one before the
+// next step begins): it covers the step's forward, backward and exchange, and as collectives
+// complete together it is about the same on every rank, where times between first submissions would
+// carry one rank's lateness into the next step's. Once every rank's trial is over (a bit of the
+// negotiation, ANDed), the coordinators average their medians in one All-Reduce and all take the
+// same decision (set_agreed): hold unless steps sent as produced were more than kHoldMargin faster.
+// Holding takes fewer rounds and less coordinator CPU; what it gives up, the overlap of the
+// compressed exchange with backward, pays only where the exchange is long (slow links), and there
+// sending as produced wins by far more than the margin (docs/runtime.md, "One cycle"). Until then
+// the trial's alternation is the only choice, and ranks count the same steps, so they alternate
+// together. Ranks that ever choose differently still meet, as the negotiation waits for every
+// rank's ready bit; it costs a round, not a hang.
 #pragma once
 
 #include <chrono>
@@ -53,6 +53,16 @@ class StepBatcher {
   // still be slow with first-time allocations), and trial steps per mode.
   static constexpr int kUnmeasuredSteps = 3;
   static constexpr int kTrialStepsPerMode = 8;
+  // The trial runs each mode for kTrialBlockSteps steps in a row, held first, and does not time
+  // the first step of a block: a step right after a switch carries the other mode's
+  // after-effects (docs/runtime.md, "One cycle"). kTrialSteps: the trial's steps when every one
+  // of them completes something.
+  static constexpr int kTrialBlockSteps = 3;
+  static_assert(kTrialStepsPerMode % (kTrialBlockSteps - 1) == 0, "whole blocks per mode");
+  static constexpr int kTrialSteps =
+      2 * kTrialStepsPerMode / (kTrialBlockSteps - 1) * kTrialBlockSteps;
+  // Whether trial step `i` (0-based) holds, when every trial step completes something.
+  static constexpr bool trial_step_holds(int i) { return (i / kTrialBlockSteps) % 2 == 0; }
   static constexpr double kHoldMargin = 0.03;
 
   // The outcome of kAuto's trial: medians of the step time with and without holding.
@@ -109,6 +119,9 @@ class StepBatcher {
   // kAuto: the current step's role in the trial (-1: none, 0: sent, 1: held), the step times
   // measured so far per mode (ms), the outcome and the decision.
   int trial_role_ = -1;
+  bool trial_timed_ = false;  // the current trial step's time counts
+  int block_left_ = 0;        // trial steps left in the current block
+  int block_mode_ = 0;        // the current block's role
   Clock::time_point last_completion_{};
   Clock::time_point previous_end_{};  // the last completion before the current step began
   std::vector<double> trial_ms_[2];

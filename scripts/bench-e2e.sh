@@ -17,7 +17,7 @@
 #
 # Environment: HOSTS ("1 2 4"), RATES ("100mbit 1gbit"), WORKLOADS ("cpp-mlp torch-mlp"),
 # VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"), STEPS (40 timed steps at most),
-# WARMUP (5; ARC_WARMUP, 20, for the arctopk rows, past the runtime's batching trial), BUDGET (20: seconds of timed steps a run aims at; fewer steps, at least 10, when
+# WARMUP (5; ARC_WARMUP, 30, for the arctopk rows, past the runtime's batching trial), BUDGET (20: seconds of timed steps a run aims at; fewer steps, at least 10, when
 # the warm-up says STEPS would take longer; 0 always times STEPS), LOCAL_RANKS (2), RUN_TIMEOUT
 # (300 s per run), BUILD_DIR (build/), OUT_DIR (docs/results/e2e), PYTHON (/usr/bin/python3,
 # Debian's, which has torch and matplotlib), DATA_DIR (Debian's dataset-fashion-mnist).
@@ -35,7 +35,7 @@ workloads=${WORKLOADS:-cpp-mlp torch-mlp}
 variants=${VARIANTS:-floor dense arctopk torch-floor ddp ddp-powersgd}
 steps=${STEPS:-40}
 warmup=${WARMUP:-5}
-arc_warmup=${ARC_WARMUP:-20}
+arc_warmup=${ARC_WARMUP:-30}
 budget=${BUDGET:-20}
 local_ranks=${LOCAL_RANKS:-2}
 run_timeout=${RUN_TIMEOUT:-300}
@@ -85,7 +85,7 @@ run_one() {  # workload variant -- launch words...
   local workload=$1 variant=$2
   shift 3
   local -a program
-  # The runtime decides whether to hold compressed tensors to one cycle by timing steps 4-15
+  # The runtime decides whether to hold compressed tensors to one cycle by timing steps 4-27
   # (ARCREDUCE_BATCH_COMPRESSED=auto): ARC-Top-K rows are timed after that trial.
   local warm=$warmup
   if [[ $variant == arctopk ]] && ((warm < arc_warmup)); then warm=$arc_warmup; fi

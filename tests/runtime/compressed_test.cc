@@ -293,15 +293,15 @@ TEST(Compressed, BatchedStepsGoOutTogetherAndSkippedTensorsDoNotHang) {
   }
 }
 
-// ARCREDUCE_BATCH_COMPRESSED=auto over the negotiation: every rank's trial alternates held and
-// sent steps on the same steps; once all are over, the ranks average their medians and all hold,
-// or all do not. One rank slowing one mode's steps (sleeping before it submits them) slows them
-// for every rank, as the others wait for it; the trial sees that mode as slower.
+// ARCREDUCE_BATCH_COMPRESSED=auto over the negotiation: every rank's trial alternates blocks of
+// held and sent steps on the same steps; once all are over, the ranks average their medians and all
+// hold, or all do not. One rank slowing one mode's steps (sleeping before it submits them) slows
+// them for every rank, as the others wait for it; the trial sees that mode as slower.
 TEST(Compressed, AutoBatchingHoldsOnEveryRankOrNoneAsTheTrialMeasured) {
   const int unmeasured = StepBatcher::kUnmeasuredSteps;
-  const int per_mode = StepBatcher::kTrialStepsPerMode;
+  const int trial_steps = StepBatcher::kTrialSteps;
   const int after = 5;  // steps after the one in which the trial ends
-  const int steps = unmeasured + 2 * per_mode + 1 + after;
+  const int steps = unmeasured + trial_steps + 1 + after;
   for (bool holding_slowed : {false, true}) {
     Config c = compressed_config();
     c.batch_compressed = CompressedBatching::kAuto;
@@ -310,9 +310,9 @@ TEST(Compressed, AutoBatchingHoldsOnEveryRankOrNoneAsTheTrialMeasured) {
     run_runtimes(3, c, [&](Runtime& rt, int rank) {
       for (int s = 0; s < steps; ++s) {
         const int trial_step = s - unmeasured;
-        if (trial_step >= 0 && trial_step < 2 * per_mode) {
+        if (trial_step >= 0 && trial_step < trial_steps) {
           // Rank 2 alone slows the held steps, or all ranks slow the sent ones.
-          const bool held_step = trial_step % 2 == 0;
+          const bool held_step = StepBatcher::trial_step_holds(trial_step);
           const bool slow = holding_slowed ? held_step && rank == 2 : !held_step;
           if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(40));
         }
@@ -323,7 +323,7 @@ TEST(Compressed, AutoBatchingHoldsOnEveryRankOrNoneAsTheTrialMeasured) {
     for (int r = 0; r < 3; ++r) {
       EXPECT_EQ(outputs[r], outputs[0]) << "rank " << r;
       // The trial's held steps, then every step after the trial's end if holding was faster.
-      const uint64_t expected = per_mode + (holding_slowed ? 0 : after);
+      const uint64_t expected = trial_steps / 2 + (holding_slowed ? 0 : after);
       EXPECT_EQ(held[r], expected) << "rank " << r << (holding_slowed ? ", holding slowed" : "");
     }
   }

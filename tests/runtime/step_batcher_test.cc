@@ -103,9 +103,10 @@ bool run_step(StepBatcher& b, Clock::time_point start) {
   return held;
 }
 
-// kAuto: after the unmeasured steps, held and sent steps alternate until each mode has
-// kTrialStepsPerMode step times (last completion to last completion); nothing holds after the
-// trial until the coordinator sets the ranks' decision, which then holds from the next step.
+// kAuto: after the unmeasured steps, blocks of held and sent steps alternate until each mode has
+// kTrialStepsPerMode step times (last completion to last completion; a block's first step is not
+// timed); nothing holds after the trial until the coordinator sets the ranks' decision, which
+// then holds from the next step.
 void check_trial(double held_ms, double sent_ms) {
   StepBatcher b(CompressedBatching::kAuto);
   Clock::time_point t = Clock::now();
@@ -121,15 +122,21 @@ void check_trial(double held_ms, double sent_ms) {
   }
   // The trial's last step ends when the next one begins: `modes` has that one too.
   const size_t unmeasured = StepBatcher::kUnmeasuredSteps;
-  const size_t trial = 2 * StepBatcher::kTrialStepsPerMode;
+  const size_t trial = StepBatcher::kTrialSteps;
   ASSERT_EQ(modes.size(), unmeasured + trial + 1);
   for (size_t i = 0; i < unmeasured; ++i) EXPECT_FALSE(modes[i]) << "step " << i;
-  for (size_t i = 0; i < trial; ++i) EXPECT_EQ(modes[unmeasured + i], i % 2 == 0) << i;
+  size_t held_in_trial = 0;
+  for (size_t i = 0; i < trial; ++i) {
+    const bool expected = (i / StepBatcher::kTrialBlockSteps) % 2 == 0;  // held block first
+    EXPECT_EQ(modes[unmeasured + i], expected) << i;
+    EXPECT_EQ(StepBatcher::trial_step_holds(static_cast<int>(i)), expected) << i;
+    held_in_trial += expected;
+  }
   EXPECT_DOUBLE_EQ(b.trial().held_median_ms, held_ms);
   EXPECT_DOUBLE_EQ(b.trial().sent_median_ms, sent_ms);
   // The step that began as the trial ended chose before the ranks decided.
   EXPECT_FALSE(modes.back());
-  EXPECT_EQ(b.held_steps(), static_cast<uint64_t>(StepBatcher::kTrialStepsPerMode));
+  EXPECT_EQ(b.held_steps(), static_cast<uint64_t>(held_in_trial));
   const bool decision = StepBatcher::hold_pays(held_ms, sent_ms);
   b.set_agreed(decision);
   EXPECT_EQ(run_step(b, t), decision);
@@ -137,6 +144,24 @@ void check_trial(double held_ms, double sent_ms) {
   EXPECT_FALSE(run_step(b, t += milliseconds(30)));
   b.set_agreed(true);
   EXPECT_TRUE(run_step(b, t += milliseconds(30)));
+}
+
+// A step right after a switch between the modes carries the other mode's after-effects (here
+// 100 ms more): the trial does not time the first step of a block, so the medians do not see
+// them. Had the modes alternated step by step, every step would have paid it.
+TEST(StepBatcher, AutoDoesNotTimeTheStepAfterASwitch) {
+  StepBatcher b(CompressedBatching::kAuto);
+  Clock::time_point t = Clock::now();
+  bool previous = false;
+  for (int s = 0; !b.trial().done; ++s) {
+    ASSERT_LT(s, 100) << "the trial never ends";
+    const bool held = run_step(b, t);
+    t += milliseconds((held ? 10 : 20) + (s > 0 && held != previous ? 100 : 0));
+    b.completed(t);
+    previous = held;
+  }
+  EXPECT_DOUBLE_EQ(b.trial().held_median_ms, 10.0);
+  EXPECT_DOUBLE_EQ(b.trial().sent_median_ms, 20.0);
 }
 
 // Steps of the dense warm-up (ARCREDUCE_WARMUP_STEPS) would time dense exchanges: the trial
@@ -152,7 +177,9 @@ TEST(StepBatcher, AutoTrialStartsAfterTheDenseWarmup) {
   }
   const size_t first_trial = 5 + StepBatcher::kUnmeasuredSteps;
   for (size_t i = 0; i < modes.size(); ++i) {
-    EXPECT_EQ(modes[i], i >= first_trial && (i - first_trial) % 2 == 0) << "step " << i;
+    EXPECT_EQ(modes[i],
+              i >= first_trial && StepBatcher::trial_step_holds(static_cast<int>(i - first_trial)))
+        << "step " << i;
   }
 }
 
@@ -186,8 +213,8 @@ TEST(StepBatcher, AutoCountsOnlyStepsWithCompletions) {
   }
   ASSERT_TRUE(b.trial().done);
   // Each mode needs its samples: the steps without completions were trial steps that repeat.
-  EXPECT_GT(modes.size(), static_cast<size_t>(StepBatcher::kUnmeasuredSteps +
-                                              2 * StepBatcher::kTrialStepsPerMode));
+  EXPECT_GT(modes.size(),
+            static_cast<size_t>(StepBatcher::kUnmeasuredSteps + StepBatcher::kTrialSteps));
 }
 
 // Steps with nothing compressed cannot tell the modes apart: no trial, no vote, nothing held.
