@@ -107,7 +107,7 @@ for build in "${builds[@]}"; do
       # here, with the inputs drawn in float), whose code paths the other OkTopK
       # tests run under ASan too; the main build runs it.
       # The wait modes other than the default run under ASan with the ring only: the waiting
-      # code (ops/mpi_wait.h) is one for every algorithm, and the 10 cases of the other two
+      # code (ops/mpi_wait.h) is one for every algorithm, and the 8 cases of the other two
       # algorithms were 51 of the multi-process run's 303 test-seconds; the main build
       # runs them all.
       # Each run: LeakSanitizer on (1) or off, CTest's slots, the selection.
