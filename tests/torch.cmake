@@ -32,6 +32,13 @@ add_test(NAME bench_tta_make_report
 set_tests_properties(bench_tta_make_report PROPERTIES TIMEOUT 60 LABELS "torch"
   ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/bench/tta;PYTHONDONTWRITEBYTECODE=1")
 
+# examples/04's gloo rendezvous (also used by bench/ddp and bench/e2e): address, errors, timeout.
+add_test(NAME example_04_rendezvous
+  COMMAND ${ARCREDUCE_TORCH_PYTHON} -m pytest -q -p no:cacheprovider --color=no
+          ${PROJECT_SOURCE_DIR}/tests/examples/test_rendezvous.py)
+set_tests_properties(example_04_rendezvous PROPERTIES TIMEOUT 120 LABELS "torch;example"
+  ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/examples/04_pytorch_fashion_mnist;PYTHONDONTWRITEBYTECODE=1")
+
 # Example 04: every variant trains a little on 2 ranks through arcrun; compare.py prints the table.
 set(_name example_04_pytorch_fashion_mnist_compare_np2)
 add_test(NAME ${_name}

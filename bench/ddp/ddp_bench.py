@@ -26,6 +26,22 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # leave examples/04, imported below, clean
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "examples", "04_pytorch_fashion_mnist"))
+import rendezvous  # noqa: E402  (examples/04's gloo rendezvous)
+
+
+def flagged_environ(args):
+    """The environment with --master-addr / --master-port, where given, as MASTER_ADDR and
+    MASTER_PORT: what rendezvous.init_method() reads."""
+    env = dict(os.environ)
+    if args.master_addr:
+        env["MASTER_ADDR"] = args.master_addr
+    if args.master_port:
+        env["MASTER_PORT"] = str(args.master_port)
+    return env
+
 
 def rank_and_size():
     for rank_var, size_var in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -83,8 +99,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
                         help="DDP bucket size (PyTorch's default 25)")
-    parser.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
-    parser.add_argument("--master-port", default=os.environ.get("MASTER_PORT", "29517"))
+    parser.add_argument("--master-addr", help="gloo's rendezvous host (default: MASTER_ADDR, "
+                        "else 127.0.0.1 where every rank runs on this host)")
+    parser.add_argument("--master-port", help="gloo's rendezvous port (default: MASTER_PORT, "
+                        "else 29517)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     args = parser.parse_args()
 
@@ -95,8 +113,7 @@ def main():
     rank, size = rank_and_size()
     torch.set_num_threads(args.threads)
     shapes = read_shapes(args)
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}",
-                            rank=rank, world_size=size)
+    rendezvous.init_gloo(dist, rank, size, rendezvous.init_method(flagged_environ(args)))
 
     class Params(torch.nn.Module):
         def __init__(self):

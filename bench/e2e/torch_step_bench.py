@@ -46,7 +46,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import fashion_mnist  # noqa: E402  (examples/04's IDX reader)
-from ddp_bench import powersgd_payload, rank_and_size  # noqa: E402
+from ddp_bench import flagged_environ, powersgd_payload, rank_and_size  # noqa: E402
+import rendezvous  # noqa: E402  (examples/04's gloo rendezvous)
 
 MODELS = {"fmnist-mlp": [784, 1024, 1024, 10], "mlp4m": [784, 2048, 1024, 512, 10]}
 VARIANTS = ("floor", "dense", "arctopk", "ddp", "ddp-powersgd")
@@ -103,9 +104,8 @@ class Gloo:
         import torch.distributed as dist
         self.dist = dist
         self.rank, self.size = rank_and_size()
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=self.rank,
-            world_size=self.size)
+        rendezvous.init_gloo(dist, self.rank, self.size,
+                             rendezvous.init_method(flagged_environ(args)))
         self.pending = []
         self.model, self.optimizer = model, sgd
         if args.variant == "floor":
@@ -169,8 +169,10 @@ def parse_args():
     p.add_argument("--overlap-steps", type=int, default=0,
                    help="dense and arctopk: steps of the overlap measurement after the timed "
                         "steps (0: none)")
-    p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
-    p.add_argument("--master-port", default=os.environ.get("MASTER_PORT", "29517"))
+    p.add_argument("--master-addr", help="gloo's rendezvous host (default: MASTER_ADDR, else "
+                   "127.0.0.1 where every rank runs on this host)")
+    p.add_argument("--master-port", help="gloo's rendezvous port (default: MASTER_PORT, else "
+                   "29517)")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         p.error("--steps and --batch-size must be at least 1, --warmup at least 0")

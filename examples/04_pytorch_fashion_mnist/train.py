@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fashion_mnist
+import rendezvous
 import tta
 
 VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd")
@@ -142,10 +143,7 @@ class DdpExchange:
         env = os.environ
         self.rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
         self.size = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
-        address = env.get("MASTER_ADDR", "127.0.0.1")
-        port = env.get("MASTER_PORT", "29517")
-        dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=self.rank,
-                                world_size=self.size)
+        rendezvous.init_gloo(dist, self.rank, self.size)
         self.model = DistributedDataParallel(model)  # broadcasts rank 0's parameters
         self.pending_futures = []
         self.powersgd = args.variant == "ddp-powersgd"
