@@ -32,17 +32,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 import rendezvous  # noqa: E402  (examples/04's gloo rendezvous)
 
 
-def flagged_environ(args):
-    """The environment with --master-addr / --master-port, where given, as MASTER_ADDR and
-    MASTER_PORT: what rendezvous.init_method() reads."""
-    env = dict(os.environ)
-    if args.master_addr:
-        env["MASTER_ADDR"] = args.master_addr
-    if args.master_port:
-        env["MASTER_PORT"] = str(args.master_port)
-    return env
-
-
 def rank_and_size():
     for rank_var, size_var in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
                                ("PMI_RANK", "PMI_SIZE"), ("RANK", "WORLD_SIZE")):
@@ -113,7 +102,8 @@ def main():
     rank, size = rank_and_size()
     torch.set_num_threads(args.threads)
     shapes = read_shapes(args)
-    rendezvous.init_gloo(dist, rank, size, rendezvous.init_method(flagged_environ(args)))
+    rendezvous.init_gloo(dist, rank, size,
+                         rendezvous.init_method(address=args.master_addr, port=args.master_port))
 
     class Params(torch.nn.Module):
         def __init__(self):

@@ -46,7 +46,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import fashion_mnist  # noqa: E402  (examples/04's IDX reader)
-from ddp_bench import flagged_environ, powersgd_payload, rank_and_size  # noqa: E402
+from ddp_bench import powersgd_payload, rank_and_size  # noqa: E402
 import rendezvous  # noqa: E402  (examples/04's gloo rendezvous)
 
 MODELS = {"fmnist-mlp": [784, 1024, 1024, 10], "mlp4m": [784, 2048, 1024, 512, 10]}
@@ -104,8 +104,8 @@ class Gloo:
         import torch.distributed as dist
         self.dist = dist
         self.rank, self.size = rank_and_size()
-        rendezvous.init_gloo(dist, self.rank, self.size,
-                             rendezvous.init_method(flagged_environ(args)))
+        rendezvous.init_gloo(dist, self.rank, self.size, rendezvous.init_method(
+            address=args.master_addr, port=args.master_port))
         self.pending = []
         self.model, self.optimizer = model, sgd
         if args.variant == "floor":

@@ -13,12 +13,12 @@ GLOO_TIMEOUT = datetime.timedelta(minutes=5)
 DEFAULT_PORT = "29517"
 
 
-def init_method(environ=None):
-    """The ``tcp://address:port`` at which the gloo group meets: MASTER_ADDR (else 127.0.0.1
-    where every rank runs on this host) and MASTER_PORT (else 29517). Raises RuntimeError for
-    a job on several hosts without MASTER_ADDR."""
+def init_method(environ=None, address=None, port=None):
+    """The ``tcp://address:port`` at which the gloo group meets: ``address`` (a program's flag),
+    else MASTER_ADDR, else 127.0.0.1 where every rank runs on this host; ``port``, else
+    MASTER_PORT, else 29517. Raises RuntimeError for a job on several hosts without an address."""
     env = os.environ if environ is None else environ
-    address = env.get("MASTER_ADDR")
+    address = address or env.get("MASTER_ADDR")
     if not address:
         size = env.get("OMPI_COMM_WORLD_SIZE")
         local = env.get("OMPI_COMM_WORLD_LOCAL_SIZE")
@@ -29,7 +29,7 @@ def init_method(environ=None):
                 f"rank 0's host address (arcrun -x MASTER_ADDR=ADDRESS, and MASTER_PORT if "
                 f"{DEFAULT_PORT} is taken)")
         address = "127.0.0.1"
-    return f"tcp://{address}:{env.get('MASTER_PORT') or DEFAULT_PORT}"
+    return f"tcp://{address}:{port or env.get('MASTER_PORT') or DEFAULT_PORT}"
 
 
 def init_gloo(dist, rank, size, method=None, timeout=GLOO_TIMEOUT):

@@ -23,6 +23,15 @@ def test_one_host_meets_at_loopback_on_the_default_port():
     assert rendezvous.init_method({"MASTER_PORT": "1234"}) == "tcp://127.0.0.1:1234"
 
 
+def test_a_programs_flags_come_before_the_environment():
+    env = {"MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "4242",
+           "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    assert rendezvous.init_method(env, "10.0.0.9", 5555) == "tcp://10.0.0.9:5555"
+    assert rendezvous.init_method(env, port=5555) == "tcp://10.0.0.7:5555"
+    no_address = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    assert rendezvous.init_method(no_address, "10.0.0.9") == "tcp://10.0.0.9:29517"
+
+
 @pytest.mark.parametrize("empty", [None, ""])
 def test_several_hosts_without_master_addr_is_an_error_naming_it(empty):
     env = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
