@@ -2,6 +2,8 @@
 // failed, per-compressor tensors), bytes move when there is a wire, buckets follow the fusion
 // setting and cache hits follow the cache setting of the CTest entry's ARCREDUCE_* variables.
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,6 +93,19 @@ TEST(Stats, IdleCoordinatorLeavesTheCore) {
   const Stats after = arcreduce::stats();
   EXPECT_LT(after.coordinator_cpu_seconds - before.coordinator_cpu_seconds, 0.125);
   EXPECT_GE(after.cycles - before.cycles, 1u) << "idle ranks still join cycles";
+}
+
+// The coordinator is named, so that `top -H` and profilers tell its CPU time apart from the
+// training thread's: exactly one thread of this process carries the name.
+TEST(Stats, CoordinatorThreadIsNamed) {
+  int named = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "arcreduce-coord") ++named;
+  }
+  EXPECT_EQ(named, 1);
 }
 
 // A rank that blocks on its op while the round that took it still waits for a late rank must
