@@ -17,33 +17,28 @@
 
 namespace arcreduce {
 
-enum class FeedbackKind { kNone, kEf14, kEf21, kEf21m };
+enum class FeedbackKind { kNone, kEf14, kEf21, kEf21m, kEfm };
 
-// "none", "ef14", "ef21", "ef21m"; throws Error naming the value otherwise.
+// "none", "ef14", "ef21", "ef21m", "efm"; throws Error naming the value otherwise.
 inline FeedbackKind feedback_kind(const std::string& name) {
   if (name == "none") return FeedbackKind::kNone;
   if (name == "ef14") return FeedbackKind::kEf14;
   if (name == "ef21") return FeedbackKind::kEf21;
   if (name == "ef21m") return FeedbackKind::kEf21m;
-  if (name == "efm") {
-    throw Error(
-        "error feedback 'efm' is not available for CUDA tensors yet (none, ef14, ef21, "
-        "ef21m are); set ARCREDUCE_ERROR_FEEDBACK or the tensor's option to one of those",
-        StatusCode::kInvalidArgument);
-  }
-  throw Error("unknown error feedback '" + name + "' (none, ef14, ef21, ef21m)",
+  if (name == "efm") return FeedbackKind::kEfm;
+  throw Error("unknown error feedback '" + name + "' (none, ef14, ef21, ef21m, efm)",
               StatusCode::kInvalidArgument);
 }
 
-// Which state buffers a kind keeps (TensorState's e, h, hbar, v).
+// Which state buffers a kind keeps (TensorState's e, h, hbar, v; efm's velocity lives in v).
 struct FeedbackBuffers {
   bool e = false, h = false, hbar = false, v = false;
 };
 inline FeedbackBuffers feedback_buffers(FeedbackKind kind) {
   FeedbackBuffers b;
-  b.e = kind == FeedbackKind::kEf14;
+  b.e = kind == FeedbackKind::kEf14 || kind == FeedbackKind::kEfm;
   b.h = b.hbar = kind == FeedbackKind::kEf21 || kind == FeedbackKind::kEf21m;
-  b.v = kind == FeedbackKind::kEf21m;
+  b.v = kind == FeedbackKind::kEf21m || kind == FeedbackKind::kEfm;
   return b;
 }
 
@@ -59,21 +54,47 @@ struct ArcFeedbackTensor {
   float* h = nullptr;
   float* hbar = nullptr;
   float* v = nullptr;
-  bool started = false;  // TensorState::ef_started
+  // TensorState::ef_started. efm starts its velocity over where this is false: the caller also
+  // passes false for a state that holds EF21's estimates (ef21m's v is not a velocity), as
+  // ErrorFeedback does on the host.
+  bool started = false;
 };
 
 // Host-side decisions for one bucket: which tensors are compressed (the others start EF21 warm:
 // one dense mean), the plan of the compressed ones and the workspace they need.
 struct ArcFeedbackPlan {
   FeedbackKind kind = FeedbackKind::kNone;
-  float eta = 1.0f;
+  float eta = 1.0f;                // ef21m
+  float beta = 0.0f;               // efm: u = beta u + g, beta = 1 - ARCREDUCE_EF_MOMENTUM
   std::vector<size_t> compressed;  // indices into the bucket
-  std::vector<size_t> warm;        // EF21/EF21M first steps with ARCREDUCE_EF_INIT=warm
-  ArcTopKPlan plan;                // of the compressed tensors, in that order
-  std::vector<size_t> work_at;     // per compressed tensor: offset of its x (or difference)
-  size_t work_floats = 0;          // x/difference, own contribution, mean, per compressed tensor
-  size_t warm_floats = 0;          // the warm start's collective buffer
+  // EF21/EF21M first steps with ARCREDUCE_EF_INIT=warm; efm's ARCREDUCE_WARMUP_STEPS, which send
+  // their whole x densely so that the warm-up keeps the momentum (as ErrorFeedback on the host).
+  std::vector<size_t> warm;
+  // efm, per compressed tensor: clear the velocity where the rank's contribution was sent
+  // (ARCREDUCE_EF_MASKING, with ErrorFeedback's exemption of tensors whose selected rows are at
+  // least the share eta of the tensor).
+  std::vector<bool> mask;
+  ArcTopKPlan plan;             // of the compressed tensors, in that order
+  std::vector<size_t> work_at;  // per compressed tensor: offset of its x (or difference)
+  // ef14: x and own contribution; efm: own contribution (x is formed in e); ef21: difference, own
+  // contribution and mean; per compressed tensor.
+  size_t work_floats = 0;
+  size_t warm_floats = 0;  // the warm start's (warm-up's) collective buffer
 };
+
+// Scratch copies per compressed tensor that a kind keeps in `work` (ArcFeedbackPlan).
+inline size_t feedback_work_copies(FeedbackKind kind) {
+  switch (kind) {
+    case FeedbackKind::kNone:
+      return 0;
+    case FeedbackKind::kEfm:
+      return 1;
+    case FeedbackKind::kEf14:
+      return 2;
+    default:
+      return 3;
+  }
+}
 
 inline ArcFeedbackPlan plan_arc_feedback(const std::vector<ArcFeedbackTensor>& bucket,
                                          const Config& config, const CompressionSpec& spec,
@@ -81,12 +102,16 @@ inline ArcFeedbackPlan plan_arc_feedback(const std::vector<ArcFeedbackTensor>& b
   ArcFeedbackPlan p;
   p.kind = feedback_kind(spec.error_feedback);
   const bool ef21 = p.kind == FeedbackKind::kEf21 || p.kind == FeedbackKind::kEf21m;
+  const bool efm = p.kind == FeedbackKind::kEfm;
   p.eta = p.kind == FeedbackKind::kEf21m ? static_cast<float>(config.ef_momentum) : 1.0f;
+  p.beta = 1.0f - static_cast<float>(config.ef_momentum);
   std::vector<ArcTopKPlanTensor> inner;
   size_t per_tensor_total = 0;
   for (size_t i = 0; i < bucket.size(); ++i) {
     const ArcFeedbackTensor& t = bucket[i];
-    if (ef21 && !t.started && config.ef_init == "warm") {
+    // efm's step counts every reduction of its tensor: the executor leaves its warm-up to it.
+    const bool efm_warmup = efm && static_cast<int64_t>(t.step) < config.warmup_steps;
+    if ((ef21 && !t.started && config.ef_init == "warm") || efm_warmup) {
       p.warm.push_back(i);
       p.warm_floats += t.elements;
       continue;
@@ -101,27 +126,67 @@ inline ArcFeedbackPlan plan_arc_feedback(const std::vector<ArcFeedbackTensor>& b
     it.step = t.step;
     inner.push_back(it);
   }
-  // none: nothing; ef14: x and own; ef21: difference, own and mean.
-  const size_t copies = p.kind == FeedbackKind::kNone ? 0 : ef21 ? 3 : 2;
-  p.work_floats = copies * per_tensor_total;
+  p.work_floats = feedback_work_copies(p.kind) * per_tensor_total;
   p.plan = plan_arctopk(inner, config, spec, world_size);
+  if (efm) {
+    for (size_t j = 0; j < inner.size(); ++j) {
+      const ArcTopKPlan::Item& it = p.plan.items[j];
+      const bool rows = it.path != ArcTopKPlan::Path::kDense;
+      const bool keeps_velocity =
+          rows && static_cast<double>(it.k) * static_cast<double>(it.m) >=
+                      config.ef_momentum * static_cast<double>(inner[j].elements);
+      p.mask.push_back(config.ef_masking && !keeps_velocity);
+    }
+  }
   return p;
 }
 
-// Runs the bucket: K is a plan backend (run_arctopk_plan) that also provides axpby, subtract and
-// momentum_diff of kernels.h. `work` holds p.work_floats, `warm_buffer` p.warm_floats; `buf` is
-// sized by p.plan. Collectives, in this order on every rank: the warm start's mean (if any),
-// then the plan's two.
+// Runs the bucket: K is a plan backend (run_arctopk_plan) that also provides axpby, subtract,
+// momentum_diff and clear_where_sent of kernels.h. `work` holds p.work_floats, `warm_buffer`
+// p.warm_floats; `buf` is sized by p.plan. Collectives, in this order on every rank: the warm
+// start's (or efm warm-up's) mean, if any, then the plan's two.
 template <class K, class Allreduce>
 void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedbackTensor>& bucket,
                       float* work, float* warm_buffer, const ArcTopKPlanBuffers& buf,
                       Allreduce&& allreduce) {
   const bool ef21 = p.kind == FeedbackKind::kEf21 || p.kind == FeedbackKind::kEf21m;
   const bool momentum = p.kind == FeedbackKind::kEf21m;
-  const size_t total = p.work_floats / (p.kind == FeedbackKind::kNone ? 1 : ef21 ? 3 : 2);
+  const bool efm = p.kind == FeedbackKind::kEfm;
+  const size_t copies = feedback_work_copies(p.kind);
+  const size_t total = copies ? p.work_floats / copies : 0;
   float* const x_base = work;
-  float* const own_base = work + total;
+  float* const own_base = efm ? work : work + total;
   float* const mean_base = work + 2 * total;
+
+  if (efm) {
+    // u = beta u + g, then e += u: e holds x (ErrorFeedback's accumulate_feedback, whose IEEE
+    // operations are these two axpby). A velocity that did not start here starts from zero.
+    for (const ArcFeedbackTensor& t : bucket) {
+      if (!t.elements) continue;
+      if (!t.started) k.fill(t.v, t.elements, 0.0f);
+      k.axpby(1.0f, t.input, p.beta, t.v, t.elements);
+      k.axpby(1.0f, t.v, 1.0f, t.e, t.elements);
+    }
+    if (!p.warm.empty()) {  // the warm-up: the mean of x, and nothing left in e
+      size_t at = 0;
+      for (size_t i : p.warm) {
+        const ArcFeedbackTensor& t = bucket[i];
+        k.copy(warm_buffer + at, t.e, t.elements);
+        at += t.elements;
+      }
+      if (p.warm_floats) {
+        allreduce(warm_buffer, p.warm_floats);
+        k.scale(warm_buffer, p.warm_floats, p.plan.inv_n);  // as dense_mean
+      }
+      at = 0;
+      for (size_t i : p.warm) {
+        const ArcFeedbackTensor& t = bucket[i];
+        k.copy(t.output, warm_buffer + at, t.elements);
+        k.fill(t.e, t.elements, 0.0f);
+        at += t.elements;
+      }
+    }
+  }
 
   // EF21 first steps: state from zero (cold) or v = g, h = g, hbar = mean h (warm).
   for (const ArcFeedbackTensor& t : bucket) {
@@ -130,7 +195,7 @@ void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedb
     k.fill(t.hbar, t.elements, 0.0f);
     if (momentum) k.fill(t.v, t.elements, 0.0f);
   }
-  if (!p.warm.empty()) {
+  if (ef21 && !p.warm.empty()) {
     size_t at = 0;
     for (size_t i : p.warm) {
       const ArcFeedbackTensor& t = bucket[i];
@@ -167,6 +232,11 @@ void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedb
         c.output = t.output;
         c.contribution = own_base + p.work_at[j];
         break;
+      case FeedbackKind::kEfm:  // x, formed in e above
+        c.input = t.e;
+        c.output = t.output;
+        c.contribution = own_base + p.work_at[j];
+        break;
       case FeedbackKind::kEf21:   // x = g - h
       case FeedbackKind::kEf21m:  // v = (1 - eta) v + eta g, x = v - h
         if (momentum) {
@@ -185,8 +255,9 @@ void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedb
   for (size_t j = 0; j < p.compressed.size(); ++j) {
     const ArcFeedbackTensor& t = bucket[p.compressed[j]];
     const size_t n = t.elements;
-    if (p.kind == FeedbackKind::kEf14) {
+    if (p.kind == FeedbackKind::kEf14 || efm) {
       k.subtract(inner[j].input, inner[j].contribution, t.e, n);  // e = x - C_i(x)
+      if (efm && p.mask[j]) k.clear_where_sent(inner[j].contribution, t.v, n);
     } else if (ef21) {
       k.axpby(1.0f, inner[j].contribution, 1.0f, t.h, n);  // h += C_i
       k.axpby(1.0f, inner[j].output, 1.0f, t.hbar, n);     // hbar += mean c

@@ -148,8 +148,8 @@ struct ArcTopKPlanBuffers {
 };
 
 // Issues the plan: K provides the kernels of kernels.h (same names and arguments) plus
-// copy(dst, src, n) (the feedback pipeline, arctopk_device_feedback.h, also axpby, subtract
-// and momentum_diff). Bit-identical to ArcTopK::reduce for the same backend build.
+// copy(dst, src, n) (the feedback pipeline, arctopk_device_feedback.h, also axpby, subtract,
+// momentum_diff and clear_where_sent). Bit-identical to ArcTopK::reduce for the same backend build.
 template <class K, class Allreduce>
 void run_arctopk_plan(K& k, const ArcTopKPlan& plan, const std::vector<ArcTopKPlanTensor>& tensors,
                       const ArcTopKPlanBuffers& buf, Allreduce&& allreduce) {
@@ -271,6 +271,9 @@ struct CpuArcKernels {
   }
   void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
     kernels::momentum_diff(g, v, h, eta, diff, n);
+  }
+  void clear_where_sent(const float* sent, float* u, size_t n) {
+    kernels::clear_where_sent(sent, u, n);
   }
   void copy(float* dst, const float* src, size_t n) {
     if (n) std::memcpy(dst, src, n * sizeof(float));

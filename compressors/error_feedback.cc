@@ -186,8 +186,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     auto settle = [&](size_t begin, size_t count) {
       kernels::subtract(s.e.data() + begin, own + begin, s.e.data() + begin, count);
       if (!mask) return;
-      float* u = s.v.data() + begin;
-      for (size_t k = 0; k < count; ++k) u[k] = own[begin + k] != 0.0f ? 0.0f : u[k];
+      kernels::clear_where_sent(own + begin, s.v.data() + begin, count);
     };
     if (!c.sparse) {
       settle(0, c.elements);

@@ -142,16 +142,6 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
     // The job-wide ARCREDUCE_ERROR_FEEDBACK does not apply to Ok-Topk and PowerSGD.
     s.compression.error_feedback = "none";
   }
-  if (name == "arctopk" && s.device == Device::kCUDA && s.compression.error_feedback == "efm") {
-    // ARC-Top-K's device path has no efm yet (docs/cuda.md): its tensors get ef14, on every rank
-    // alike, and the optimizer must keep its momentum.
-    s.compression.error_feedback = "ef14";
-    if (!warned_cuda_efm_.exchange(true)) {
-      ctx_.log->warn(
-          "error feedback 'efm' is not available for CUDA tensors compressed by arctopk: they use "
-          "'ef14' (keep the optimizer's momentum for them)");
-    }
-  }
   if (name == "powersgd") {
     // PowerSGD's size is set by ARCREDUCE_POWERSGD_RANK, not by a ratio: do not let the ratio
     // split buckets or cause mismatch errors.

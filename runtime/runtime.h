@@ -51,8 +51,6 @@ class Runtime {
   TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;
 
   Context ctx_;
-  // resolve() logs once that CUDA ARC-Top-K tensors take ef14 where efm was asked for.
-  mutable std::atomic<bool> warned_cuda_efm_{false};
   std::unique_ptr<DeviceQuery> device_query_;  // null without CUDA
   std::atomic<int> cuda_device_{-1};           // the GPU of this process's CUDA tensors
   int local_rank_ = 0;

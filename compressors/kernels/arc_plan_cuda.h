@@ -51,6 +51,9 @@ struct CudaArcKernels {
   void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n) {
     kernels::cuda::momentum_diff(g, v, h, eta, diff, n, stream);
   }
+  void clear_where_sent(const float* sent, float* u, size_t n) {
+    kernels::cuda::clear_where_sent(sent, u, n, stream);
+  }
   void copy(float* dst, const float* src, size_t n) {
     if (n == 0) return;
     const cudaError_t rc =

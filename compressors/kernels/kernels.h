@@ -86,6 +86,9 @@ void scale(float* y, size_t n, float alpha);  // y *= alpha
 void axpby(float a, const float* x, float b, float* y, size_t n);
 // out = x - y.
 void subtract(const float* x, const float* y, float* out, size_t n);
+// Momentum-factor masking: u = 0 where sent != 0 (sent is a rank's compressed contribution, zero
+// where nothing was sent); u elsewhere unchanged.
+void clear_where_sent(const float* sent, float* u, size_t n);
 // Error feedback's accumulation in one pass, host only: with u, u = g + beta * u and then
 // e = u + e (efm); with u null, e = g + e (ef14); then x = e where x is not null. The same IEEE
 // operations as axpby(1, g, beta, u) followed by axpby(1, u, 1, e), so the results are bit for

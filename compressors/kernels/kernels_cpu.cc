@@ -114,6 +114,9 @@ void axpby(float a, const float* x, float b, float* y, size_t n) {
 void subtract(const float* x, const float* y, float* out, size_t n) {
   impl::subtract(host(), x, y, out, n);
 }
+void clear_where_sent(const float* sent, float* u, size_t n) {
+  impl::clear_where_sent(host(), sent, u, n);
+}
 namespace {
 // One loop per case, each with restrict pointers so that the compiler vectorises it.
 void accumulate_momentum(const float* __restrict g, float* __restrict u, float beta,

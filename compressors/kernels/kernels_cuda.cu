@@ -171,6 +171,9 @@ void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t st
 void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream) {
   on_stream(stream, [&](auto exec) { impl::subtract(exec, x, y, out, n); });
 }
+void clear_where_sent(const float* sent, float* u, size_t n, cudaStream_t stream) {
+  on_stream(stream, [&](auto exec) { impl::clear_where_sent(exec, sent, u, n); });
+}
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n,
                    cudaStream_t stream) {
   on_stream(stream, [&](auto exec) { impl::momentum_diff(exec, g, v, h, eta, diff, n); });

@@ -53,6 +53,7 @@ void fill(float* y, size_t n, float value, cudaStream_t stream);
 void scale(float* y, size_t n, float alpha, cudaStream_t stream);
 void axpby(float a, const float* x, float b, float* y, size_t n, cudaStream_t stream);
 void subtract(const float* x, const float* y, float* out, size_t n, cudaStream_t stream);
+void clear_where_sent(const float* sent, float* u, size_t n, cudaStream_t stream);
 void momentum_diff(const float* g, float* v, const float* h, float eta, float* diff, size_t n,
                    cudaStream_t stream);
 void momentum_diff_restart(const float* g, float* v, const float* h, const float* hbar, float eta,

@@ -413,6 +413,9 @@ struct Axpby {
 struct Minus {
   ARC_HOST_DEVICE float operator()(float x, float y) const { return x - y; }
 };
+struct ClearWhereSent {
+  ARC_HOST_DEVICE float operator()(float sent, float u) const { return sent != 0.0f ? 0.0f : u; }
+};
 
 template <class Exec>
 void fill(Exec&& exec, float* y, size_t n, float value) {
@@ -429,6 +432,10 @@ void axpby(Exec&& exec, float a, const float* x, float b, float* y, size_t n) {
 template <class Exec>
 void subtract(Exec&& exec, const float* x, const float* y, float* out, size_t n) {
   thrust::transform(exec, x, x + n, y, out, Minus{});
+}
+template <class Exec>
+void clear_where_sent(Exec&& exec, const float* sent, float* u, size_t n) {
+  thrust::transform(exec, sent, sent + n, u, u, ClearWhereSent{});
 }
 
 struct MomentumDiff {

@@ -270,7 +270,11 @@ class CudaDeviceExecutor : public DeviceExecutor {
   void run_compressed(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                       int device, DeviceState& d, Stats& stats, CompressorStats& cstats) {
     std::lock_guard<std::mutex> lock(state_.mutex());
-    const WarmupSplit split = split_warmup(entries, state_, ctx_.config.warmup_steps);
+    // efm carries the optimizer's momentum, which a plain dense warm-up would drop: the device
+    // pipeline runs its warm-up itself (arctopk_device_feedback.h), as ErrorFeedback does.
+    const bool feedback_warms_up = signature.compression.error_feedback == "efm";
+    const WarmupSplit split =
+        split_warmup(entries, state_, feedback_warms_up ? 0 : ctx_.config.warmup_steps);
     if (!split.warmup.empty()) {
       cstats.warmup_tensors += split.warmup.size();
       run_dense(split.warmup, signature, d, stats, cstats);
@@ -286,8 +290,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
     phases_->begin("fuse", "fuse");
     const cudaStream_t stream = d.stream.get();
     const bool fp32 = signature.dtype == DType::kFloat32;
-    const FeedbackBuffers need =
-        feedback_buffers(feedback_kind(signature.compression.error_feedback));
+    const FeedbackKind kind = feedback_kind(signature.compression.error_feedback);
+    const FeedbackBuffers need = feedback_buffers(kind);
     std::vector<ArcFeedbackTensor> bucket(entries.size());
     std::vector<size_t> cast_at(entries.size(), 0);
     size_t cast_floats = 0;  // fp32 working copies of the other dtypes
@@ -299,7 +303,9 @@ class CudaDeviceExecutor : public DeviceExecutor {
       c.elements = static_cast<size_t>(e.signature.elements());
       const TensorState& s = state_.get(c.name, c.elements);
       c.step = s.compressed_steps;
-      c.started = s.ef_started;
+      // A state that holds EF21's estimates was ef21m's, whose v is no velocity: efm starts over.
+      c.started =
+          s.ef_started && !(kind == FeedbackKind::kEfm && feedback_.holds_estimates(c.name, s));
       if (!fp32) {
         cast_at[i] = cast_floats;
         cast_floats += c.elements;
@@ -356,6 +362,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
     cstats.value_bytes += plan.value_bytes;
     cstats.selected_rows += plan.selected_rows;
     cstats.dense_fallbacks += plan.dense_fallbacks;
+    if (kind == FeedbackKind::kEfm) cstats.warmup_tensors += p.warm.size();
     stats.compression_seconds += seconds_since(t);
 
     t = std::chrono::steady_clock::now();
@@ -373,6 +380,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
       TensorState& s = state_.get(c.name, c.elements);
       ++s.compressed_steps;
       if (feedback) s.ef_started = true;
+      if (kind == FeedbackKind::kEfm) feedback_.drop_estimates(c.name, s);
     }
     stats.copy_seconds += seconds_since(t);
   }

@@ -62,6 +62,20 @@ void DeviceFeedbackStore::bind(ArcFeedbackTensor& t, const FeedbackBuffers& need
   if (need.v) t.v = bind_buffer(e.v, e.has_v, n, host.v, stream);
 }
 
+bool DeviceFeedbackStore::holds_estimates(const std::string& name, const TensorState& host) const {
+  if (!host.h.empty() || !host.hbar.empty()) return true;
+  auto it = entries_.find(name);
+  return it != entries_.end() && !stale_ && (it->second->has_h || it->second->has_hbar);
+}
+
+void DeviceFeedbackStore::drop_estimates(const std::string& name, TensorState& host) {
+  host.h.clear();
+  host.hbar.clear();
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  it->second->has_h = it->second->has_hbar = false;
+}
+
 void DeviceFeedbackStore::write_back(StateStore& store) {
   if (stale_) return;  // the store already holds the newer (loaded) buffers
   for (auto& kv : entries_) {

@@ -1,7 +1,8 @@
 // The device pipeline (ARC-Top-K plan with error feedback, arctopk_device_feedback.h) run with
 // the CPU kernels against the host pipeline (ErrorFeedback around ArcTopK) on loopback worlds:
 // several steps with state carried between them, every error-feedback kind, warm and cold
-// starts, world sizes 1 to 3, and the in-place case (output aliasing the gradient).
+// starts, world sizes 1 to 3, and the in-place case (output aliasing the gradient); efm with and
+// without masking, with its warm-up, and with every row drawn at random or every row ranked.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -119,21 +120,38 @@ struct Case {
   int world;
   std::string ef;
   std::string init;
+  // efm's settings: momentum-factor masking, warm-up steps, share of rows drawn at random.
+  bool masking = true;
+  int64_t warmup = 0;
+  double random_rows = 0.5;
 };
 
+std::string describe(const Case& c) {
+  std::string s = c.ef + "/" + c.init;
+  if (c.ef == "efm") {
+    s += std::string(c.masking ? " masking" : " no masking") + " warm-up " +
+         std::to_string(c.warmup) + " random rows " + std::to_string(c.random_rows);
+  }
+  return s;
+}
+
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.ef << "/" << c.init << " on " << c.world << " ranks";
+  *os << describe(c) << " on " << c.world << " ranks";
 }
 
 class ArcFeedbackWorlds : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ArcFeedbackWorlds, MatchesTheHostPipelineOverSteps) {
   const Case c = GetParam();
-  const Config config = feedback_config(c.init);
+  Config config = feedback_config(c.init);
+  config.ef_masking = c.masking;
+  config.warmup_steps = c.warmup;
+  config.random_rows = c.random_rows;
+  // 0.05: the velocity of row-selected tensors is masked (below the share eta = 0.3); 0.5: kept.
   for (double ratio : {0.05, 0.5}) {
     const CompressionSpec spec{"arctopk", ratio, c.ef, ""};
     for (int steps : {1, 2, 4}) {
-      const std::string what = c.ef + "/" + c.init + " ratio " + std::to_string(ratio) + " after " +
+      const std::string what = describe(c) + " ratio " + std::to_string(ratio) + " after " +
                                std::to_string(steps) + " steps";
       auto want =
           run_compressor(c.world, "arctopk", spec, config, bucket_shapes(), smooth_input, steps);
@@ -147,18 +165,27 @@ TEST_P(ArcFeedbackWorlds, MatchesTheHostPipelineOverSteps) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return info.param.ef + "_" + info.param.init + "_np" + std::to_string(info.param.world);
+  const Case& c = info.param;
+  std::string name = c.ef + "_" + c.init;
+  if (c.ef == "efm") {
+    name += std::string(c.masking ? "_masking" : "_nomasking") + "_warmup" +
+            std::to_string(c.warmup) + "_random" +
+            std::to_string(static_cast<int>(c.random_rows * 100));
+  }
+  return name + "_np" + std::to_string(c.world);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, ArcFeedbackWorlds,
-                         ::testing::Values(Case{1, "none", "warm"}, Case{2, "none", "warm"},
-                                           Case{3, "none", "warm"}, Case{1, "ef14", "warm"},
-                                           Case{2, "ef14", "warm"}, Case{3, "ef14", "warm"},
-                                           Case{2, "ef21", "warm"}, Case{3, "ef21", "warm"},
-                                           Case{2, "ef21", "zero"}, Case{1, "ef21m", "warm"},
-                                           Case{2, "ef21m", "warm"}, Case{3, "ef21m", "warm"},
-                                           Case{3, "ef21m", "zero"}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, ArcFeedbackWorlds,
+    ::testing::Values(Case{1, "none", "warm"}, Case{2, "none", "warm"}, Case{3, "none", "warm"},
+                      Case{1, "ef14", "warm"}, Case{2, "ef14", "warm"}, Case{3, "ef14", "warm"},
+                      Case{2, "ef21", "warm"}, Case{3, "ef21", "warm"}, Case{2, "ef21", "zero"},
+                      Case{1, "ef21m", "warm"}, Case{2, "ef21m", "warm"}, Case{3, "ef21m", "warm"},
+                      Case{3, "ef21m", "zero"}, Case{1, "efm", "warm"}, Case{2, "efm", "warm"},
+                      Case{3, "efm", "warm"}, Case{2, "efm", "warm", false},
+                      Case{3, "efm", "warm", true, 2}, Case{2, "efm", "warm", false, 1},
+                      Case{2, "efm", "warm", true, 0, 1.0}, Case{3, "efm", "warm", true, 0, 0.0}),
+    case_name);
 
 TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
   std::vector<ArcFeedbackTensor> bucket(3);
@@ -183,6 +210,41 @@ TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
       plan_arc_feedback(bucket, feedback_config("warm"), {"arctopk", 0.1, "ef14", ""}, 2);
   EXPECT_TRUE(ef14.warm.empty());
   EXPECT_EQ(ef14.work_floats, 2u * 3u * 128u);
+}
+
+// efm's warm-up is its own (the whole x sent densely, by step count, started or not), it keeps
+// one scratch copy (x lives in e), and it masks only where ErrorFeedback does.
+TEST(ArcFeedbackPlan, EfmWarmsUpByStepAndMasksBelowTheShareEta) {
+  std::vector<ArcFeedbackTensor> bucket(3);
+  const char* names[] = {"a", "b", "c"};
+  for (size_t i = 0; i < 3; ++i) {
+    bucket[i].name = names[i];
+    bucket[i].shape = {16, 8};
+    bucket[i].elements = 128;
+    bucket[i].started = true;
+  }
+  bucket[0].step = 0;
+  bucket[1].step = 2;
+  bucket[2].step = 1;
+  Config config = feedback_config("warm");  // eta 0.3
+  config.warmup_steps = 2;
+  const ArcFeedbackPlan warm = plan_arc_feedback(bucket, config, {"arctopk", 0.1, "efm", ""}, 2);
+  EXPECT_EQ(warm.warm, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(warm.compressed, (std::vector<size_t>{1}));
+  EXPECT_EQ(warm.work_floats, 128u);
+  EXPECT_FLOAT_EQ(warm.beta, 0.7f);
+  EXPECT_EQ(warm.mask, (std::vector<bool>{true}));  // 1 row of 16 < 0.3 of the tensor
+
+  config.warmup_steps = 0;
+  const ArcFeedbackPlan half = plan_arc_feedback(bucket, config, {"arctopk", 0.5, "efm", ""}, 2);
+  EXPECT_TRUE(half.warm.empty());
+  EXPECT_EQ(half.mask, (std::vector<bool>(3, false)));  // 8 rows of 16 >= 0.3: velocity kept
+  config.ef_masking = false;
+  const ArcFeedbackPlan off = plan_arc_feedback(bucket, config, {"arctopk", 0.1, "efm", ""}, 2);
+  EXPECT_EQ(off.mask, (std::vector<bool>(3, false)));
+  EXPECT_TRUE(feedback_buffers(FeedbackKind::kEfm).e);
+  EXPECT_TRUE(feedback_buffers(FeedbackKind::kEfm).v);
+  EXPECT_FALSE(feedback_buffers(FeedbackKind::kEfm).h);
 }
 
 TEST(ArcFeedbackPlan, UnknownKindIsAnError) {

@@ -1,8 +1,9 @@
 // ARC-Top-K compressed on the device, end to end through the runtime (loopback world, all ranks
 // on device 0): the same gradients reduced as CPU tensors and as CUDA tensors give the same
-// selected rows and values within float rounding, for every error-feedback kind, fp32 and fp16,
-// over several steps; the producer writes after a delay on its own stream; error-feedback state
-// survives save_state/load_state on the device. Without a GPU every test skips.
+// selected rows and values within float rounding, for every error-feedback kind (efm with its
+// warm-up), fp32 and fp16, over several steps; the producer writes after a delay on its own
+// stream; error-feedback state survives save_state/load_state on the device. Without a GPU every
+// test skips.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -143,14 +144,15 @@ void expect_close(const std::vector<std::vector<std::vector<float>>>& cpu,
 }
 
 TEST_F(GpuArcTopK, DeviceBucketsMatchTheCpuPathForEveryErrorFeedback) {
-  for (const char* ef : {"none", "ef14", "ef21", "ef21m"}) {
+  for (const char* ef : {"none", "ef14", "ef21", "ef21m", "efm"}) {
     for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
       const Config config = arctopk_config(ef);
       const auto cpu = run_steps(config, dtype, false, 3);
       const auto gpu = run_steps(config, dtype, true, 3);
       const std::string what = std::string(ef) + (dtype == DType::kFloat16 ? " fp16" : " fp32");
       // ef21 outputs hbar, which is dense after the warm start; the others are row-sparse.
-      const bool sparse = std::string(ef) == "none" || std::string(ef) == "ef14";
+      const bool sparse =
+          std::string(ef) == "none" || std::string(ef) == "ef14" || std::string(ef) == "efm";
       expect_close(cpu, gpu, dtype == DType::kFloat16 ? 2e-3f : 1e-5f, sparse, what);
     }
   }
@@ -166,6 +168,20 @@ TEST_F(GpuArcTopK, WarmupStepsAreDenseOnTheDevice) {
   }
   // k = floor(ratio * rows) (matrix_view.h: kept()).
   EXPECT_EQ(nonzero_rows(gpu[0][1]).size(), static_cast<size_t>(std::floor(0.05 * kRows)));
+}
+
+// efm runs its warm-up itself: the first step sends the whole x = u + e densely, the later ones
+// continue from the velocity it built, as on the CPU.
+TEST_F(GpuArcTopK, EfmWarmupKeepsTheMomentumOnTheDevice) {
+  Config config = arctopk_config("efm");
+  config.warmup_steps = 1;
+  const auto cpu = run_steps(config, DType::kFloat32, false, 3);
+  const auto gpu = run_steps(config, DType::kFloat32, true, 3);
+  for (size_t i = 0; i < kElements; ++i) {
+    const float mean = (gradient(0, 0, i) + gradient(1, 0, i)) / 2.0f;
+    ASSERT_NEAR(gpu[0][0][i], mean, 1e-6f * std::abs(mean)) << "element " << i;
+  }
+  expect_close(cpu, gpu, 1e-5f, false, "efm with one warm-up step");
 }
 
 TEST_F(GpuArcTopK, ErrorFeedbackSurvivesSaveAndLoadOnTheDevice) {
