@@ -42,6 +42,23 @@ inline FeedbackBuffers feedback_buffers(FeedbackKind kind) {
   return b;
 }
 
+// Whether a state that error feedback started holds what `kind` continues from (`held`: the
+// buffers it has), as ErrorFeedback decides on the host: EF21 needs h and hbar (EF21M also v),
+// efm a state without EF21's estimates (ef21m's v is no velocity). Where it does not, the kind
+// starts over (ArcFeedbackTensor::started false).
+inline bool continues_state(FeedbackKind kind, const FeedbackBuffers& held) {
+  switch (kind) {
+    case FeedbackKind::kEf21:
+      return held.h && held.hbar;
+    case FeedbackKind::kEf21m:
+      return held.h && held.hbar && held.v;
+    case FeedbackKind::kEfm:
+      return !held.h;
+    default:
+      return true;
+  }
+}
+
 struct ArcFeedbackTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -54,9 +71,8 @@ struct ArcFeedbackTensor {
   float* h = nullptr;
   float* hbar = nullptr;
   float* v = nullptr;
-  // TensorState::ef_started. efm starts its velocity over where this is false: the caller also
-  // passes false for a state that holds EF21's estimates (ef21m's v is not a velocity), as
-  // ErrorFeedback does on the host.
+  // TensorState::ef_started and continues_state(): false starts the kind over (EF21's first
+  // step, efm's velocity from zero).
   bool started = false;
 };
 

@@ -303,9 +303,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
       c.elements = static_cast<size_t>(e.signature.elements());
       const TensorState& s = state_.get(c.name, c.elements);
       c.step = s.compressed_steps;
-      // A state that holds EF21's estimates was ef21m's, whose v is no velocity: efm starts over.
-      c.started =
-          s.ef_started && !(kind == FeedbackKind::kEfm && feedback_.holds_estimates(c.name, s));
+      // A state that another kind started may lack what this one continues from: start over.
+      c.started = s.ef_started && continues_state(kind, feedback_.held(c.name, c.elements, s));
       if (!fp32) {
         cast_at[i] = cast_floats;
         cast_floats += c.elements;

@@ -62,10 +62,21 @@ void DeviceFeedbackStore::bind(ArcFeedbackTensor& t, const FeedbackBuffers& need
   if (need.v) t.v = bind_buffer(e.v, e.has_v, n, host.v, stream);
 }
 
-bool DeviceFeedbackStore::holds_estimates(const std::string& name, const TensorState& host) const {
-  if (!host.h.empty() || !host.hbar.empty()) return true;
+FeedbackBuffers DeviceFeedbackStore::held(const std::string& name, size_t elements,
+                                          const TensorState& host) const {
+  FeedbackBuffers b;
+  b.e = host.e.size() == elements;
+  b.h = host.h.size() == elements;
+  b.hbar = host.hbar.size() == elements;
+  b.v = host.v.size() == elements;
   auto it = entries_.find(name);
-  return it != entries_.end() && !stale_ && (it->second->has_h || it->second->has_hbar);
+  if (it == entries_.end() || stale_ || it->second->elements != elements) return b;
+  const Entry& e = *it->second;  // the device's buffers are newer than the host's
+  b.e = b.e || e.has_e;
+  b.h = b.h || e.has_h;
+  b.hbar = b.hbar || e.has_hbar;
+  b.v = b.v || e.has_v;
+  return b;
 }
 
 void DeviceFeedbackStore::drop_estimates(const std::string& name, TensorState& host) {

@@ -27,9 +27,10 @@ class DeviceFeedbackStore : public StateMirror {
   void bind(ArcFeedbackTensor& t, const FeedbackBuffers& need, int device, cudaStream_t stream,
             const TensorState& host);
 
-  // Whether the tensor's state holds EF21's estimates h or hbar, on the device or in `host`.
-  bool holds_estimates(const std::string& name, const TensorState& host) const;
-  // Forgets them, on the device and in `host` (efm, which does not use them, started over).
+  // The buffers of `elements` floats the tensor's state holds, on the device or in `host`.
+  FeedbackBuffers held(const std::string& name, size_t elements, const TensorState& host) const;
+  // Forgets EF21's estimates h and hbar, on the device and in `host` (efm, which does not use
+  // them, started over, as ErrorFeedback does on the host).
   void drop_estimates(const std::string& name, TensorState& host);
 
   void write_back(StateStore& store) override;

@@ -23,14 +23,24 @@ struct FeedbackState {
   uint64_t steps = 0;
 };
 
+using RankStates = std::map<std::string, FeedbackState>;
+
+// `stores`, where given, carries each rank's state into a later call (another kind, as a per-op
+// option may switch it). As the CUDA executor does, a kind is told its state did not start where
+// the state lacks what it continues from (continues_state), and efm drops EF21's estimates.
 std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, const Config& config,
                                      const std::vector<TensorSpec>& tensors, const InputFn& input,
-                                     int steps, bool in_place) {
+                                     int steps, bool in_place,
+                                     std::vector<RankStates>* stores = nullptr) {
   std::vector<RankResult> results(world);
+  std::vector<RankStates> local(world);
+  std::vector<RankStates>& all = stores ? *stores : local;
+  const FeedbackKind kind = feedback_kind(spec.error_feedback);
+  const bool efm = kind == FeedbackKind::kEfm;
   run_ranks(world, [&](Communicator& comm) {
     const int rank = comm.rank();
     RankResult& res = results[rank];
-    std::map<std::string, FeedbackState> states;
+    RankStates& states = all[rank];
     const FeedbackBuffers need = feedback_buffers(feedback_kind(spec.error_feedback));
     for (int step = 0; step < steps; ++step) {
       std::vector<std::vector<float>> in(tensors.size());
@@ -43,6 +53,12 @@ std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, con
         for (size_t i = 0; i < n; ++i) in[t][i] = input(rank, t, i, step);
         res.output[t].assign(n, std::nanf(""));
         FeedbackState& s = states[tensors[t].name];
+        FeedbackBuffers held;
+        held.e = s.e.size() == n;
+        held.h = s.h.size() == n;
+        held.hbar = s.hbar.size() == n;
+        held.v = s.v.size() == n;
+        const bool continues = continues_state(kind, held);
         if (need.e) s.e.resize(n, 0.0f);
         if (need.h) s.h.resize(n, 0.0f);
         if (need.hbar) s.hbar.resize(n, 0.0f);
@@ -58,7 +74,7 @@ std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, con
         c.h = s.h.data();
         c.hbar = s.hbar.data();
         c.v = s.v.data();
-        c.started = s.started;
+        c.started = s.started && continues;
       }
       const ArcFeedbackPlan p = plan_arc_feedback(bucket, config, spec, comm.size());
       std::vector<float> work(p.work_floats), warm(p.warm_floats), first(p.plan.first_floats),
@@ -73,6 +89,10 @@ std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, con
         FeedbackState& s = states[tensors[t].name];
         s.started = true;
         ++s.steps;
+        if (efm) {
+          s.h.clear();
+          s.hbar.clear();
+        }
         if (in_place) res.output[t] = in[t];
       }
     }
@@ -186,6 +206,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, "efm", "warm", true, 2}, Case{2, "efm", "warm", false, 1},
                       Case{2, "efm", "warm", true, 0, 1.0}, Case{3, "efm", "warm", true, 0, 0.0}),
     case_name);
+
+// One tensor's state continued by another kind (a per-op option switches it): efm after ef21m
+// starts its velocity over (ef21m's v is a normalised average, not a velocity), EF21 after efm or
+// ef14 starts over (no h and hbar), EF21M after EF21 too (no v); ef14 and efm keep e. The two
+// pipelines stay equal across every switch.
+TEST(ArcFeedbackSwitch, EachKindStartsOverWhereTheStateIsAnotherKinds) {
+  Config config = feedback_config("warm");
+  for (int world : {1, 3}) {
+    std::vector<StateStore> host(world);
+    std::vector<RankStates> device(world);
+    const char* kinds[] = {"ef21m", "efm", "ef21m", "efm", "ef14", "ef21", "efm", "ef21m"};
+    int phase = 0;
+    for (const char* kind : kinds) {
+      const CompressionSpec spec{"arctopk", 0.05, kind, ""};
+      auto want =
+          run_compressor(world, "arctopk", spec, config, bucket_shapes(), smooth_input, 2, &host);
+      auto got =
+          run_pipeline(world, spec, config, bucket_shapes(), smooth_input, 2, false, &device);
+      expect_same_outputs(want, got,
+                          "phase " + std::to_string(phase++) + " (" + kind + "), " +
+                              std::to_string(world) + " ranks");
+    }
+  }
+}
 
 TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
   std::vector<ArcFeedbackTensor> bucket(3);
