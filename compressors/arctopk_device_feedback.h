@@ -76,8 +76,9 @@ struct ArcFeedbackTensor {
   bool started = false;
 };
 
-// Host-side decisions for one bucket: which tensors are compressed (the others start EF21 warm:
-// one dense mean), the plan of the compressed ones and the workspace they need.
+// Host-side decisions for one bucket: which tensors are compressed (the others start EF21 warm or
+// are in efm's warm-up: one dense mean), the plan of the compressed ones and the workspace they
+// need.
 struct ArcFeedbackPlan {
   FeedbackKind kind = FeedbackKind::kNone;
   float eta = 1.0f;                // ef21m
