@@ -231,7 +231,8 @@ TEST(ArcFeedbackSwitch, EachKindStartsOverWhereTheStateIsAnotherKinds) {
   }
 }
 
-TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
+// Three 16 x 8 tensors "a", "b", "c", none started, at step 0.
+std::vector<ArcFeedbackTensor> three_tensors() {
   std::vector<ArcFeedbackTensor> bucket(3);
   const char* names[] = {"a", "b", "c"};
   for (size_t i = 0; i < 3; ++i) {
@@ -239,6 +240,11 @@ TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
     bucket[i].shape = {16, 8};
     bucket[i].elements = 128;
   }
+  return bucket;
+}
+
+TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
+  std::vector<ArcFeedbackTensor> bucket = three_tensors();
   bucket[1].started = true;
   const CompressionSpec spec{"arctopk", 0.1, "ef21m", ""};
   const ArcFeedbackPlan warm = plan_arc_feedback(bucket, feedback_config("warm"), spec, 2);
@@ -259,14 +265,8 @@ TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
 // efm's warm-up is its own (the whole x sent densely, by step count, started or not), it keeps
 // one scratch copy (x lives in e), and it masks only where ErrorFeedback does.
 TEST(ArcFeedbackPlan, EfmWarmsUpByStepAndMasksBelowTheShareEta) {
-  std::vector<ArcFeedbackTensor> bucket(3);
-  const char* names[] = {"a", "b", "c"};
-  for (size_t i = 0; i < 3; ++i) {
-    bucket[i].name = names[i];
-    bucket[i].shape = {16, 8};
-    bucket[i].elements = 128;
-    bucket[i].started = true;
-  }
+  std::vector<ArcFeedbackTensor> bucket = three_tensors();
+  for (ArcFeedbackTensor& t : bucket) t.started = true;
   bucket[0].step = 0;
   bucket[1].step = 2;
   bucket[2].step = 1;
