@@ -171,9 +171,11 @@ void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedb
   const bool efm = p.kind == FeedbackKind::kEfm;
   const size_t copies = feedback_work_copies(p.kind);
   const size_t total = copies ? p.work_floats / copies : 0;
-  float* const x_base = work;
+  // `work` per compressed tensor's offset: ef14 x | own; efm own (x lives in e); ef21 x | own |
+  // mean. A region a kind does not have gets no pointer.
+  const bool has_x = p.kind == FeedbackKind::kEf14 || ef21;
   float* const own_base = efm ? work : work + total;
-  float* const mean_base = work + 2 * total;
+  float* const mean_base = ef21 ? work + 2 * total : nullptr;
 
   if (efm) {
     // u = beta u + g, then e += u: e holds x (ErrorFeedback's accumulate_feedback, whose IEEE
@@ -236,7 +238,7 @@ void run_arc_feedback(K& k, const ArcFeedbackPlan& p, const std::vector<ArcFeedb
     c.elements = t.elements;
     c.step = t.step;
     const size_t n = t.elements;
-    float* x = x_base + p.work_at[j];
+    float* const x = has_x ? work + p.work_at[j] : nullptr;
     switch (p.kind) {
       case FeedbackKind::kNone:
         c.input = t.input;
