@@ -48,7 +48,8 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   // than the ring, and its non-blocking collectives make every wait for small ones poll in
   // bursts (docs/communicators.md).
   if (local_size >= size) return AllreduceAlgorithm::kMpi;
-  return bytes >= ring_threshold_bytes ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;
+  const size_t threshold = size == 2 ? kTwoRankRingThresholdBytes : ring_threshold_bytes;
+  return bytes >= threshold ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;
 }
 
 size_t ring_segment_bytes_for(size_t requested, int local_size, int size,

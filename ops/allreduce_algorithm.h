@@ -8,8 +8,8 @@ namespace arcreduce {
 
 enum class AllreduceAlgorithm {
   // When the job spans several hosts: the ring for messages of at least the ring threshold
-  // (default 1 MiB), recursive doubling below it; on one host MPI_Allreduce. See
-  // docs/communicators.md for the measurements.
+  // (default 256 KiB; 1 MiB at two ranks), recursive doubling below it; on one host
+  // MPI_Allreduce. See docs/communicators.md for the measurements.
   kAuto,
   // Our bandwidth-optimal segmented ring (reduce-scatter + all-gather) over MPI_Isend/Irecv.
   kRing,
@@ -29,9 +29,14 @@ AllreduceAlgorithm parse_allreduce_algorithm(
     const std::string& value, const std::string& variable = "ARCREDUCE_ALLREDUCE_ALGORITHM");
 
 // The decision kAuto makes, exposed so it can be tested and logged. Every other algorithm returns
-// itself.
+// itself. `ring_threshold_bytes` applies from three ranks, where recursive doubling sends more
+// bytes than the ring (log2 P times the message against 2 (P - 1) / P times it); at two ranks
+// both send the message once, doubling in one round, and the ring takes over only from
+// kTwoRankRingThresholdBytes, where its segments pay.
 AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                                int local_size, size_t ring_threshold_bytes);
+constexpr size_t kRingThresholdBytes = size_t{256} << 10;
+constexpr size_t kTwoRankRingThresholdBytes = size_t{1} << 20;
 
 // Shared memory: large segments are fastest. Across hosts each segment should travel as one
 // eager MPI message (no rendezvous handshake queued behind the link's bulk data), so it is kept

@@ -28,8 +28,9 @@ namespace arcreduce {
 
 struct MpiCommunicatorOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  // kAuto uses the ring for messages of at least this many bytes when the job spans hosts.
-  size_t ring_threshold_bytes = size_t{1} << 20;
+  // kAuto uses the ring for messages of at least this many bytes when the job spans hosts and
+  // has three ranks or more (resolve_allreduce_algorithm).
+  size_t ring_threshold_bytes = kRingThresholdBytes;
   // Ring pipelining granularity (docs/communicators.md has the measurements behind it); 0 picks
   // kSingleHostRingSegmentBytes on one host and kMultiHostRingSegmentBytes across hosts.
   size_t ring_segment_bytes = 0;

@@ -8,6 +8,7 @@
 
 #include "arcreduce/status.h"
 #include "ops/doubling_allreduce.h"
+#include "ops/mpi_communicator.h"
 #include "ops/traffic_estimates.h"
 #include "runtime/mpi_environment.h"
 
@@ -49,6 +50,25 @@ TEST(AllreduceAlgorithmTest, AutoPicksRingOrDoublingOnlyAcrossHosts) {
   EXPECT_EQ(resolve(mib, 8, 4), AllreduceAlgorithm::kRing);
   EXPECT_EQ(resolve(mib - 1, 8, 4), AllreduceAlgorithm::kDoubling);
   EXPECT_EQ(resolve(8, 2, 1), AllreduceAlgorithm::kDoubling);
+  // From three ranks the threshold given; at two ranks 1 MiB whatever it is.
+  EXPECT_EQ(resolve(mib, 3, 1), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(resolve(mib - 1, 3, 1), AllreduceAlgorithm::kDoubling);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, mib - 1, 2, 1, 1024),
+            AllreduceAlgorithm::kDoubling);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, mib, 2, 1, 1024),
+            AllreduceAlgorithm::kRing);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, 1024, 4, 1, 1024),
+            AllreduceAlgorithm::kRing);
+  EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, 1023, 4, 1, 1024),
+            AllreduceAlgorithm::kDoubling);
+  // The default: the ring from 256 KiB at four ranks, from 1 MiB at two.
+  const auto by_default = [&](size_t bytes, int size) {
+    return resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, size, 1,
+                                       MpiCommunicatorOptions{}.ring_threshold_bytes);
+  };
+  EXPECT_EQ(by_default(256 << 10, 4), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(by_default((256 << 10) - 1, 4), AllreduceAlgorithm::kDoubling);
+  EXPECT_EQ(by_default(256 << 10, 2), AllreduceAlgorithm::kDoubling);
   EXPECT_EQ(resolve(100 * mib, 8, 8), AllreduceAlgorithm::kMpi);  // one host
   EXPECT_EQ(resolve(8, 8, 8), AllreduceAlgorithm::kMpi);
   EXPECT_EQ(resolve_allreduce_algorithm(AllreduceAlgorithm::kRing, 1, 1, 1, mib),
