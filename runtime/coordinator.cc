@@ -158,6 +158,16 @@ void Coordinator::loop() {
         for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
         for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
       }
+      // A held step's remaining tensors need not wake this thread, only its last one does: every
+      // wake during backward takes a core from it (docs/runtime.md, "Held steps do not wake the
+      // coordinator"). Submissions this cycle has not taken yet end the next wait at once.
+      if (batcher_.holding()) {
+        queue_.set_silent(batcher_.awaited());
+        silent_names_ = true;
+      } else if (silent_names_) {
+        queue_.set_silent({});
+        silent_names_ = false;
+      }
       // Nothing to report (woken by submissions that are held, or by a user who blocked on an op
       // that the last round already took): no round. A round with nothing in it would make every
       // other rank spend its next round, and its next step's tensors, on this one. Otherwise the

@@ -78,6 +78,7 @@ class Coordinator {
   StepBatcher batcher_;
   DenseGrouper grouper_;
   bool batching_decided_ = false;
+  bool silent_names_ = false;  // the queue has silent names (TensorQueue::set_silent)
   // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
   // of the cycle's tensors not yet completed: for the message of a communication timeout.
   std::string activity_;

@@ -86,6 +86,8 @@ class StepBatcher {
   // Releases everything held (shutdown).
   std::vector<Request> release_all();
   bool holding() const { return !held_.empty(); }
+  // While holding: the names the held step still waits for (TensorQueue::set_silent).
+  std::unordered_set<std::string> awaited() const { return steps_.unsubmitted(); }
   // When the oldest held request must be released; only meaningful while holding().
   Clock::time_point deadline() const { return held_since_ + steps_.hold_limit(); }
   // Whether the tensor of `signature` may be held: a compressed all-reduce.

@@ -28,4 +28,12 @@ bool StepNames::add(const std::string& name, bool eligible, Clock::time_point no
   return begins;
 }
 
+std::unordered_set<std::string> StepNames::unsubmitted() const {
+  std::unordered_set<std::string> out;
+  for (const std::string& name : expected_) {
+    if (!eligible_.count(name)) out.insert(name);
+  }
+  return out;
+}
+
 }  // namespace arcreduce

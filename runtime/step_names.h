@@ -34,6 +34,8 @@ class StepNames {
   const std::unordered_set<std::string>& expected() const { return expected_; }
   // Whether the current step has submitted every expected name (true while none is expected).
   bool complete() const { return matched_ == expected_.size(); }
+  // The expected names the current step has not submitted yet.
+  std::unordered_set<std::string> unsubmitted() const;
   // Twice the longest span of the last kSpanWindow steps, plus the slack.
   std::chrono::microseconds hold_limit() const { return hold_limit_; }
 

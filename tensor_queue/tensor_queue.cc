@@ -43,9 +43,17 @@ Handle TensorQueue::submit(TensorEntry entry) {
                                  "' is already in flight on this rank: names must be unique "
                                  "among in-flight ops");
     } else {
+      bool silent = false;
+      if (silent_.erase(entry.name)) {
+        silent = !silent_.empty();
+        awaited_arrived_ = !silent;
+      }
       new_requests_.push_back(Request{entry.name, entry.signature, 0.0});
       in_flight_.emplace(entry.name, std::move(entry));
-      work_cv_.notify_one();
+      if (!silent) {
+        ++submission_wakeups_;
+        work_cv_.notify_one();
+      }
       return h;
     }
   }
@@ -75,6 +83,7 @@ void TensorQueue::wait_for_quiet(std::chrono::microseconds gap, std::chrono::mic
   if (gap.count() <= 0 || limit.count() <= 0) return;
   const Clock::time_point until = Clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
+  if (awaited_arrived_) return;  // the held step is complete: nothing more to wait for
   while (!new_requests_.empty() && !closed_ && !woken_ && !waited_) {
     const size_t seen = new_requests_.size();
     const Clock::time_point deadline = std::min(until, Clock::now() + gap);
@@ -146,6 +155,17 @@ bool TensorQueue::take_waited() {
   const bool waited = waited_;
   waited_ = false;
   return waited;
+}
+
+void TensorQueue::set_silent(std::unordered_set<std::string> names) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  silent_ = std::move(names);
+  awaited_arrived_ = false;
+}
+
+uint64_t TensorQueue::submission_wakeups() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submission_wakeups_;
 }
 
 void TensorQueue::wake() {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "arcreduce/types.h"
@@ -69,6 +70,17 @@ class TensorQueue {
   void close(const Status& status);
   bool closed() const;
   void wake();
+  // Names whose submission should not wake the coordinator (replacing the previous set): the
+  // tensors a held step still expects (StepBatcher). Each wake takes a core from backward
+  // (several per submission: the wake, the batch gap's timer), and a held tensor is not acted on
+  // before the step's last one anyway. A submission of one of them is queued without a wake
+  // unless it is the last name of the set; any other submission, synchronize(), close() and
+  // wake() wake the coordinator as always, and its own timers (the hold deadline) bound the
+  // wait, so nothing waits longer than the holding rules allow. When the last of them arrives,
+  // wait_for_quiet() returns at once: the held step is complete.
+  void set_silent(std::unordered_set<std::string> names);
+  // Submissions that woke the coordinator (those not silent), for tests.
+  uint64_t submission_wakeups() const;
 
   // Ops completed with an OK / an error status so far (rejected submissions included). Counted
   // before the handle becomes ready, so a synchronize() that returned is always counted.
@@ -93,6 +105,9 @@ class TensorQueue {
   std::condition_variable done_cv_;
   std::unordered_map<std::string, TensorEntry> in_flight_;
   std::vector<Request> new_requests_;
+  std::unordered_set<std::string> silent_;  // see set_silent()
+  bool awaited_arrived_ = false;            // the last silent name arrived: no quiet wait
+  uint64_t submission_wakeups_ = 0;
   std::unordered_map<Handle, HandleState> handles_;
   std::deque<Handle> unsynchronized_done_;  // bounds memory of handles nobody synchronizes
   uint64_t completed_ok_ = 0;

@@ -293,6 +293,34 @@ TEST(Compressed, BatchedStepsGoOutTogetherAndSkippedTensorsDoNotHang) {
   }
 }
 
+// A held step's awaited tensors do not wake the coordinator (TensorQueue::set_silent), so a step
+// that skips one, on a rank whose user only polls (no synchronize() to release what is held),
+// completes by the hold deadline alone; the next full step is held and correct again.
+TEST(Compressed, HeldStepWithASkippedTensorCompletesWithoutSynchronize) {
+  Config c = compressed_config();
+  c.batch_compressed = CompressedBatching::kOn;
+  std::vector<std::vector<std::vector<double>>> outputs(2);
+  run_runtimes(2, c, [&](Runtime& rt, int rank) {
+    for (int s = 0; s < 3; ++s)
+      step(rt, rank, s, DType::kFloat32, {}, std::chrono::milliseconds(2));
+    std::vector<HostTensor> tensors;
+    tensors.emplace_back(DType::kFloat32, std::vector<int64_t>{32, 8});
+    tensors.emplace_back(DType::kFloat32, std::vector<int64_t>{4, 6, 2, 2});
+    const Handle h0 = rt.allreduce_async("t0", tensors[0].view(), {});
+    const Handle h2 = rt.allreduce_async("t2", tensors[1].view(), {});
+    const auto start = Clock::now();
+    while (!(rt.poll(h0) && rt.poll(h2)) && Clock::now() - start < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(rt.poll(h0) && rt.poll(h2)) << "rank " << rank << ": held past the deadline";
+    EXPECT_TRUE(rt.synchronize(h0).ok());
+    EXPECT_TRUE(rt.synchronize(h2).ok());
+    for (int s = 4; s < 6; ++s) outputs[rank] = step(rt, rank, s);
+    EXPECT_GE(rt.stats().held_steps, 4u) << "rank " << rank;
+  });
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
 // ARCREDUCE_BATCH_COMPRESSED=auto over the negotiation: every rank's trial alternates blocks of
 // held and sent steps on the same steps; once all are over, the ranks average their medians and all
 // hold, or all do not. One rank slowing one mode's steps (sleeping before it submits them) slows

@@ -150,6 +150,56 @@ TEST(TensorQueue, WaitForQuietReturnsAtOnceWithNothingToWaitFor) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
+// Silent names (a held step's awaited tensors) are queued without waking the coordinator, all
+// but the last: that one wakes it, and the quiet wait after it ends at once. Other names wake it
+// as always; nothing silent is lost; an empty set ends the silence.
+TEST(TensorQueue, SilentNamesWakeOnlyAtTheLast) {
+  TensorQueue q;
+  q.set_silent({"a", "b", "c"});
+  q.submit(entry("a"));
+  q.submit(entry("b"));
+  EXPECT_EQ(q.submission_wakeups(), 0u);
+  q.submit(entry("dense"));  // not awaited
+  EXPECT_EQ(q.submission_wakeups(), 1u);
+  std::thread last([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    q.submit(entry("c"));
+  });
+  EXPECT_EQ(q.take_new_requests().size(), 3u);  // a, b and dense, queued all the same
+  const auto start = Clock::now();
+  q.wait_for_work(std::chrono::seconds(30));  // woken by c
+  q.wait_for_quiet(std::chrono::seconds(20), std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  last.join();
+  EXPECT_EQ(q.submission_wakeups(), 2u);
+  const auto taken = q.take_new_requests();
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].name, "c");
+  // The set is used up: c's next submission (after it completes) wakes as any other would.
+  TensorEntry e;
+  ASSERT_TRUE(q.take_entry("c", &e));
+  q.complete(e, Status::OK());
+  q.submit(entry("c"));
+  EXPECT_EQ(q.submission_wakeups(), 3u);
+  // Cleared: nothing is silent.
+  q.set_silent({"x", "y"});
+  q.set_silent({});
+  q.submit(entry("x"));
+  EXPECT_EQ(q.submission_wakeups(), 4u);
+}
+
+// A silent name queued while the coordinator is not waiting is taken by its next wait at once: the
+// wait's condition is the queue, not the wake.
+TEST(TensorQueue, SilentSubmissionEndsTheNextWaitAtOnce) {
+  TensorQueue q;
+  q.set_silent({"a", "b"});
+  q.submit(entry("a"));
+  const auto start = Clock::now();
+  q.wait_for_work(std::chrono::seconds(30));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(q.take_new_requests().size(), 1u);
+}
+
 // A user blocking in synchronize() on an unfinished op wakes the coordinator and is reported
 // once by take_waited(), so that nothing is held back while someone waits.
 TEST(TensorQueue, SynchronizeOnAPendingOpWakesTheCoordinator) {
