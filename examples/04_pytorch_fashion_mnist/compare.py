@@ -1,5 +1,7 @@
-"""Runs train.py once per variant (dense, arctopk, ddp, ddp-powersgd) with the same seed and
-epochs through arcrun, and prints a table of test accuracy and step time.
+"""Runs train.py once per variant (floor, dense, arctopk, ddp, ddp-powersgd) with the same seed
+and epochs through arcrun, and prints a table of test accuracy and step time, each step time also
+over dense's and over the floor's (the same training with no exchange: its accuracy is rank 0's
+own model's, not a trained-together one's).
 
   python3 compare.py --ranks 4 --epochs 1 [-- extra train.py flags]
 
@@ -18,7 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VARIANTS = ["dense", "arctopk", "ddp", "ddp-powersgd"]
+VARIANTS = ["floor", "dense", "arctopk", "ddp", "ddp-powersgd"]
 
 
 def free_port():
@@ -78,16 +80,20 @@ def main():
             continue
         results.append((variant, float(match[1]), float(match[2]), match[3]))
 
-    dense_ms = next((r[2] for r in results if r[0] == "dense" and r[2]), None)
+    def ratio_to(name, ms):
+        base = next((r[2] for r in results if r[0] == name and r[2]), None)
+        return f"{ms / base:.2f}x" if base else "n/a"
+
     print(f"\n{args.ranks} ranks, {args.epochs} epoch(s), seed {args.seed}")
-    print("| variant | test accuracy | step time (ms) | vs dense | bytes sent per step (rank 0) |")
-    print("|---|---|---|---|---|")
+    print("| variant | test accuracy | step time (ms) | vs dense | vs floor "
+          "| bytes sent per step (rank 0) |")
+    print("|---|---|---|---|---|---|")
     for variant, accuracy, ms, sent in results:
         if accuracy is None:
-            print(f"| {variant} | failed | | | |")
+            print(f"| {variant} | failed | | | | |")
             continue
-        ratio = f"{ms / dense_ms:.2f}x" if dense_ms else "n/a"
-        print(f"| {variant} | {100 * accuracy:.2f}% | {ms:.1f} | {ratio} | {sent} |")
+        print(f"| {variant} | {100 * accuracy:.2f}% | {ms:.1f} | {ratio_to('dense', ms)} "
+              f"| {ratio_to('floor', ms)} | {sent} |")
     return 0 if all(r[1] is not None for r in results) else 1
 
 

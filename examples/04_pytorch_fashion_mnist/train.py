@@ -6,6 +6,8 @@
                 the same with another of the runtime's compressors
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD communication hook
+  floor         no exchange: each rank steps its own model (the compute floor of the others'
+                step time; its accuracy is rank 0's own model on its share of the test set)
 
 One process per rank: arcrun -np 4 -- python3 train.py --variant arctopk. Rank 0 prints one
 line per epoch and a summary line; --csv writes one row per epoch. Same seed, same model, same
@@ -30,7 +32,8 @@ import fashion_mnist
 import rendezvous
 import tta
 
-VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd")
+VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
+            "floor")
 
 
 class SmallCNN(nn.Module):
@@ -192,6 +195,30 @@ class DdpExchange:
         self.dist.destroy_process_group()
 
 
+class NoExchange:
+    """The compute floor: no gradient leaves the rank, no runtime is started; metrics stay local
+    (``sum_`` scales a rank's own value as if every rank had it)."""
+
+    def __init__(self, args, model, make_optimizer=sgd):
+        env = os.environ
+        self.rank = int(env.get("OMPI_COMM_WORLD_RANK", "0"))
+        self.size = int(env.get("OMPI_COMM_WORLD_SIZE", "1"))
+        self.model, self.optimizer = model, make_optimizer(args, model.parameters())
+
+    def sum_(self, tensor, name):
+        tensor *= self.size
+        return tensor
+
+    def bytes_sent(self):
+        return 0
+
+    def error_feedback_used(self):
+        return "none"
+
+    def close(self):
+        pass
+
+
 def evaluate(model, exchange, images, labels, rank, size):
     """Test accuracy over the whole test set, each rank scoring its shard."""
     model.eval()
@@ -222,7 +249,8 @@ def main():
         return 1
     torch.manual_seed(args.seed)
     model = SmallCNN()
-    exchange = (DdpExchange if args.variant.startswith("ddp") else ArcreduceExchange)(args, model)
+    exchange = (NoExchange if args.variant == "floor" else
+                DdpExchange if args.variant.startswith("ddp") else ArcreduceExchange)(args, model)
     rank, size = exchange.rank, exchange.size
     net, optimizer = exchange.model, exchange.optimizer
     steps_per_epoch = len(train_x) // (size * args.batch_size)

@@ -39,7 +39,7 @@ import corpus
 sys.dont_write_bytecode = True  # examples/04's module below: leave its folder clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "04_pytorch_fashion_mnist"))
-from train import ArcreduceExchange, DdpExchange  # noqa: E402  (examples/04's exchanges)
+from train import ArcreduceExchange, DdpExchange, NoExchange  # noqa: E402  (examples/04's)
 from tta import bytes_per_step, ddp_bytes_per_step  # noqa: E402
 
 VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
@@ -131,29 +131,6 @@ def adamw(args, params):
     return torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
 
 
-class NoExchange:
-    """The compute floor: no gradient leaves the rank; metrics stay local."""
-
-    def __init__(self, args, model):
-        env = os.environ
-        self.rank = int(env.get("OMPI_COMM_WORLD_RANK", "0"))
-        self.size = int(env.get("OMPI_COMM_WORLD_SIZE", "1"))
-        self.model, self.optimizer = model, adamw(args, model.parameters())
-
-    def sum_(self, tensor, name):
-        tensor *= self.size  # as if every rank had the same value
-        return tensor
-
-    def bytes_sent(self):
-        return 0
-
-    def error_feedback_used(self):
-        return "none"
-
-    def close(self):
-        pass
-
-
 def batch(ids, rows, context):
     """Sequences starting at `rows` and their next-character targets."""
     x = torch.stack([ids[r:r + context] for r in rows])
@@ -194,7 +171,7 @@ def main():
     torch.manual_seed(args.seed)
     model = CharTransformer(len(vocabulary), args.context, args.width, args.layers, args.heads)
     if args.variant == "floor":
-        exchange = NoExchange(args, model)
+        exchange = NoExchange(args, model, make_optimizer=adamw)
     elif args.variant in ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd"):
         # An unset --compress-ratio / --error-feedback leaves them to the runtime's configuration.
         exchange = ArcreduceExchange(args, model, make_optimizer=adamw)
