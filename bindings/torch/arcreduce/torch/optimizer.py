@@ -4,7 +4,9 @@ Each parameter's gradient is handed to the runtime from a hook on its gradient a
 soon as backward has produced it, so the reduction of early layers overlaps the backward pass
 of the others; ``step()`` waits for all of them and then runs the wrapped optimizer's update.
 """
+import contextlib
 import os
+import warnings
 
 import torch
 
@@ -41,7 +43,12 @@ class _DistributedOptimizer:
         if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be an int >= 1, "
                              f"not {backward_passes_per_step!r}")
-        self._arc_compression = _pair_with_optimizer(self, Compression.of(compression))
+        # What the user asked for; the pairing with the optimizer's hyperparameters is made at
+        # each step's first submission (_arc_pair), after broadcast_optimizer_state() or
+        # load_state_dict() may have changed them, never at wrap time.
+        self._arc_requested = Compression.of(compression)
+        self._arc_pairing = None  # (Compression, carries momentum) of the step in flight
+        self._arc_skip_sync = False
         self._arc_op = op
         self._arc_passes = backward_passes_per_step
         self._arc_names = {p: prefix + names[p] for p in params}
@@ -68,10 +75,17 @@ class _DistributedOptimizer:
                 self._arc_submit(p)
         return hook
 
+    def _arc_pair(self):
+        """The step's (Compression, carries momentum): fixed at its first submission."""
+        if self._arc_pairing is None:
+            self._arc_pairing = _pair_with_optimizer(self, self._arc_requested)
+        return self._arc_pairing
+
     def _arc_submit(self, p):
+        compression = self._arc_pair()[0]
         self._arc_synchronized = False
         self._arc_handles[p] = allreduce_async_(p.grad, self._arc_names[p], self._arc_op,
-                                                self._arc_compression)
+                                                compression)
 
     def gradient_names(self):
         """{parameter: name}: the name each parameter's gradient is reduced under (``prefix``
@@ -80,9 +94,28 @@ class _DistributedOptimizer:
 
     def gradient_compression(self):
         """The Compression the gradients are reduced with: the one passed in, paired with this
-        optimizer (its error feedback, and an adaptive optimizer's ratio; docs/pytorch.md,
-        "Error feedback and the optimizer's momentum")."""
-        return self._arc_compression
+        optimizer's current hyperparameters (its error feedback, and an adaptive optimizer's
+        ratio; docs/pytorch.md, "Error feedback and the optimizer's momentum")."""
+        if self._arc_pairing is not None:
+            return self._arc_pairing[0]
+        return _pair_with_optimizer(self, self._arc_requested)[0]
+
+    def momentum_in_runtime(self):
+        """True when the SGD momentum of the param groups is applied by the runtime (efm) and
+        step() runs the wrapped update with momentum 0; the groups keep their momentum."""
+        if self._arc_pairing is not None:
+            return self._arc_pairing[1]
+        return _pair_with_optimizer(self, self._arc_requested)[1]
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside this block does not synchronize: for code that called synchronize()
+        itself (e.g. to clip the averaged gradients), as in Horovod."""
+        self._arc_skip_sync = True
+        try:
+            yield
+        finally:
+            self._arc_skip_sync = False
 
     def synchronize(self):
         """Waits until every gradient is averaged. Parameters whose hook did not fire on this
@@ -110,10 +143,33 @@ class _DistributedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if not self._arc_synchronized:
+        if self._arc_skip_sync:
+            if self._arc_handles:
+                raise RuntimeError("step() inside skip_synchronize() while gradients are being "
+                                   "reduced: call synchronize() before the block")
+        elif self._arc_synchronized:
+            warnings.warn("optimizer.step() called after optimizer.synchronize() without "
+                          "optimizer.skip_synchronize(); the gradients are not reduced twice, "
+                          "but use `with optimizer.skip_synchronize(): optimizer.step()` to say "
+                          "so", stacklevel=2)
+        else:
             self.synchronize()
-        super().step()
+        carries = self._arc_pairing is not None and self._arc_pairing[1]
+        saved = [g.get("momentum") for g in self.param_groups] if carries else None
+        try:
+            if carries:
+                # The runtime applied the momentum (efm) before compression: the wrapped
+                # update runs without it. The groups keep their value, so state_dict(),
+                # load_state_dict() and broadcast_optimizer_state() see the user's momentum.
+                for g in self.param_groups:
+                    g["momentum"] = 0.0
+            super().step()
+        finally:
+            if carries:
+                for g, m in zip(self.param_groups, saved):
+                    g["momentum"] = m
         self._arc_synchronized = False
+        self._arc_pairing = None
         return loss
 
     def zero_grad(self, set_to_none=False):
@@ -124,12 +180,14 @@ class _DistributedOptimizer:
 
 
 def _pair_with_optimizer(optimizer, compression):
-    """Pairs the compression in effect with the optimizer (docs/pytorch.md, "Error feedback and
-    the optimizer's momentum"); returns the Compression the parameters are reduced with.
+    """Pairs the compression in effect with the optimizer's current hyperparameters
+    (docs/pytorch.md, "Error feedback and the optimizer's momentum"); returns the Compression
+    the parameters are reduced with and whether the runtime carries the SGD momentum. Pure: the
+    optimizer is not changed (step() runs the update without momentum when it is carried).
 
     efm keeps heavy-ball momentum inside the runtime, where it sees the whole gradient before
-    compression (momentum correction): an SGD with momentum mu hands its momentum over (its
-    groups get momentum 0; mu must equal 1 - ARCREDUCE_EF_MOMENTUM). An adaptive optimizer (Adam
+    compression (momentum correction): an SGD with momentum mu hands its momentum over (mu must
+    equal 1 - ARCREDUCE_EF_MOMENTUM). An adaptive optimizer (Adam
     and the like) keeps its moments and gets no error feedback instead, and ADAPTIVE_RATIO where
     no ratio is set; any other optimizer keeps its moments and gets ef14, so momentum is never
     applied twice. ef21m on top of SGD momentum is refused: the two momenta stack and training
@@ -138,7 +196,7 @@ def _pair_with_optimizer(optimizer, compression):
     compressor = compression.compressor or settings["compressor"]
     feedback = compression.error_feedback or settings["error_feedback"]
     if compressor not in _FEEDBACK_COMPRESSORS:
-        return compression
+        return compression, False
     groups = optimizer.param_groups
     sgd = isinstance(optimizer, torch.optim.SGD)
     momenta = sorted({float(g.get("momentum", 0.0)) for g in groups}) if sgd else []
@@ -155,16 +213,16 @@ def _pair_with_optimizer(optimizer, compression):
         # Under a per-coordinate step size a residual delivered late arrives as one outsized
         # step; without feedback, measured on the transformer, the loss falls faster.
         kind = "none" if feedback == "efm" else compression.error_feedback
-        return Compression(compression.compressor, ratio, kind, compression.granularity)
+        return Compression(compression.compressor, ratio, kind, compression.granularity), False
     if feedback != "efm":
-        return compression
+        return compression, False
     carries = (sgd and momenta and momenta[0] > 0
                and all(not g.get("nesterov", False) and float(g.get("dampening", 0.0)) == 0.0
                        for g in groups))
     if not carries:
         # SGD without momentum, Nesterov or dampened SGD, any other optimizer: its own update
         # stays as it is and the residual of compression is fed back alone.
-        return _with_feedback(compression, "ef14")
+        return _with_feedback(compression, "ef14"), False
     eta = float(settings["ef_momentum"])
     if len(momenta) > 1 or abs((1.0 - momenta[0]) - eta) > 1e-6:
         raise ValueError(
@@ -172,9 +230,7 @@ def _pair_with_optimizer(optimizer, compression):
             f"{eta} (momentum {1.0 - eta:g}), but the SGD groups have momentum "
             f"{', '.join(f'{m:g}' for m in momenta)}: set ARCREDUCE_EF_MOMENTUM to 1 - momentum "
             "(one value for all groups)")
-    for g in groups:
-        g["momentum"] = 0.0
-    return _with_feedback(compression, "efm")
+    return _with_feedback(compression, "efm"), True
 
 
 def _with_feedback(compression, kind):
