@@ -61,11 +61,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_signature(request.signature);
       check(request.age_seconds >= 0 && request.age_seconds <= 1e9,
             "an age outside [0, 1e9] s was accepted");
-      auto response = table.add(static_cast<int>(i++ % 3), request, now);
-      if (response) {
-        check(response->name == request.name, "a response for another tensor");
-        check(response->code != StatusCode::kOk || response->error.empty(),
+      std::vector<Response> responses;
+      table.add(static_cast<int>(i++ % 3), request, now, &responses);
+      for (const Response& response : responses) {
+        // A request queued behind a refusal completes with it, under the same name.
+        check(response.name == request.name, "a response for another tensor");
+        check(response.code != StatusCode::kOk || response.error.empty(),
               "an accepted tensor carries an error");
+        check(response.code == StatusCode::kOk || !response.error.empty(),
+              "a failed tensor without an error message");
       }
     }
     table.inspect(now + std::chrono::seconds(1), 0.5, 0.75);

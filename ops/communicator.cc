@@ -19,7 +19,10 @@ size_t scalar_size(ScalarType type) {
     case ScalarType::kBFloat16:
       return 2;
     case ScalarType::kUInt8:
+    case ScalarType::kInt8:
       return 1;
+    case ScalarType::kInt16:
+      return 2;
   }
   return 0;
 }
@@ -42,6 +45,10 @@ const char* scalar_type_name(ScalarType type) {
       return "uint8";
     case ScalarType::kUInt64:
       return "uint64";
+    case ScalarType::kInt8:
+      return "int8";
+    case ScalarType::kInt16:
+      return "int16";
   }
   return "unknown";
 }
@@ -58,6 +65,8 @@ const char* collective_op_name(CollectiveOp op) {
       return "bitand";
     case CollectiveOp::kBitOr:
       return "bitor";
+    case CollectiveOp::kProd:
+      return "prod";
   }
   return "unknown";
 }

@@ -24,11 +24,22 @@ class CommunicationTimeout : public Error {
 };
 
 // Element types that travel through collectives.
-enum class ScalarType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kUInt64 };
-// kSum on kFloat16/kBFloat16 adds in fp32 and rounds once per addition. Integer sums wrap
-// around (two's complement). kMin/kMax on floats propagate NaN. kBitAnd/kBitOr act on the bit
-// patterns of any type.
-enum class CollectiveOp { kSum, kMin, kMax, kBitAnd, kBitOr };
+enum class ScalarType {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt64,
+  kInt8,
+  kInt16,
+};
+// kSum and kProd on kFloat16/kBFloat16 compute in fp32 and round once per operation. Integer
+// sums and products wrap around (two's complement). kMin/kMax on floats propagate NaN.
+// kBitAnd/kBitOr act on the bit patterns of any type.
+enum class CollectiveOp { kSum, kMin, kMax, kBitAnd, kBitOr, kProd };
 
 // Bytes per element of `type`.
 size_t scalar_size(ScalarType type);

@@ -3,7 +3,8 @@
 // unsigned type, signed sums on unsigned types so they wrap), user-defined commutative ops that
 // call reduce_into elsewhere (fp16/bf16 sum/min/max: adds in fp32 and rounds once; float min/max:
 // NaN-propagating; uint8 sum, because Open MPI 4.1's AVX MPI_SUM on MPI_UINT8_T saturates at 255
-// instead of wrapping).
+// instead of wrapping; int8 and int16 sums and every integer product, so they wrap as reduce_into
+// does whatever the library's vector kernels do).
 #pragma once
 
 #include "ops/mpi_include.h"
@@ -32,9 +33,12 @@ class MpiReduceOps {
  private:
   void release() noexcept;
 
-  // [float32, float64, float16, bfloat16] x [sum, min, max]; MPI_OP_NULL where a builtin is used.
-  MPI_Op custom_[4][3];
-  MPI_Op uint8_sum_ = MPI_OP_NULL;
+  // [float32, float64, float16, bfloat16] x [sum, min, max, prod]; MPI_OP_NULL where a builtin
+  // is used.
+  MPI_Op custom_[4][4];
+  // Integers by width [1, 2, 4, 8 bytes] x [sum, prod], on the unsigned type of that width (the
+  // wrapped bits are the same for signed values); MPI_OP_NULL where MPI_SUM is used.
+  MPI_Op integer_[4][2];
 };
 
 }  // namespace arcreduce

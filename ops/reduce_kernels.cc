@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "arcreduce/status.h"
 #include "ops/half.h"
@@ -30,6 +31,13 @@ void max_loop(T* __restrict dst, const T* __restrict src, size_t count) {
     dst[i] = (src[i] > dst[i] || src[i] != src[i]) ? src[i] : dst[i];
 }
 
+// Products of narrow unsigned types are formed in W (unsigned, at least as wide as int) so that
+// integer promotion cannot turn them into a signed overflow; the low bits are the wrapped result.
+template <typename T, typename W>
+void prod_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(W(dst[i]) * W(src[i]));
+}
+
 template <typename T>
 void and_loop(T* __restrict dst, const T* __restrict src, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] &= src[i];
@@ -44,6 +52,8 @@ void or_loop(T* __restrict dst, const T* __restrict src, size_t count) {
 // that overflow wraps instead of being undefined.
 template <typename T, typename U>
 void reduce_typed(void* dst, const void* src, size_t count, CollectiveOp op, bool wrap_sum) {
+  // Floats multiply as themselves; integers as U widened to at least unsigned int.
+  using Wide = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
   switch (op) {
     case CollectiveOp::kSum:
       if (wrap_sum) {
@@ -60,6 +70,15 @@ void reduce_typed(void* dst, const void* src, size_t count, CollectiveOp op, boo
       return and_loop(static_cast<U*>(dst), static_cast<const U*>(src), count);
     case CollectiveOp::kBitOr:
       return or_loop(static_cast<U*>(dst), static_cast<const U*>(src), count);
+    case CollectiveOp::kProd:
+      if (wrap_sum) {
+        prod_loop<U, Wide>(static_cast<U*>(dst), static_cast<const U*>(src), count);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        prod_loop<T, T>(static_cast<T*>(dst), static_cast<const T*>(src), count);
+      } else {
+        prod_loop<T, Wide>(static_cast<T*>(dst), static_cast<const T*>(src), count);
+      }
+      return;
   }
 }
 
@@ -86,6 +105,9 @@ void reduce_half(uint16_t* __restrict dst, const uint16_t* __restrict src, size_
       return and_loop(dst, src, count);
     case CollectiveOp::kBitOr:
       return or_loop(dst, src, count);
+    case CollectiveOp::kProd:
+      for (size_t i = 0; i < count; ++i) dst[i] = FromFloat(ToFloat(dst[i]) * ToFloat(src[i]));
+      return;
   }
 }
 
@@ -116,6 +138,10 @@ void reduce_into(void* dst, const void* src, size_t count, ScalarType type, Coll
       return reduce_typed<int64_t, uint64_t>(dst, src, count, op, true);
     case ScalarType::kUInt8:
       return reduce_typed<uint8_t, uint8_t>(dst, src, count, op, false);
+    case ScalarType::kInt8:
+      return reduce_typed<int8_t, uint8_t>(dst, src, count, op, true);
+    case ScalarType::kInt16:
+      return reduce_typed<int16_t, uint16_t>(dst, src, count, op, true);
     case ScalarType::kUInt64:
       return reduce_typed<uint64_t, uint64_t>(dst, src, count, op, false);
     case ScalarType::kFloat16:

@@ -235,6 +235,11 @@ Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
   });
 }
 
+Handle refuse(const std::string& name, const std::string& reason) {
+  return submit_or_reject(
+      name, nullptr, [&](Runtime& rt) { return rt.refuse(name, reason, Collective::kAllreduce); });
+}
+
 bool poll(Handle handle) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (handle & kOrphanBit) return true;

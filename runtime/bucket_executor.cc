@@ -181,7 +181,7 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     t = std::chrono::steady_clock::now();
     phases_.begin("values collective", "communicate");
     const TrafficCounters before = ctx_.comm->traffic();
-    ctx_.comm->allreduce(data, count, type, CollectiveOp::kSum);
+    ctx_.comm->allreduce(data, count, type, reduce_collective_op(signature.op));
     const TrafficCounters after = ctx_.comm->traffic();
     cstats.bytes_sent += after.bytes_sent - before.bytes_sent;
     cstats.bytes_received += after.bytes_received - before.bytes_received;

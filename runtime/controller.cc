@@ -1,6 +1,7 @@
 #include "runtime/controller.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "runtime/config_fields.h"
 
@@ -39,10 +40,10 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
   const size_t w = words_for(cache_.capacity());
   std::vector<uint64_t> bits(1 + 2 * w, 0);
   uint64_t flags = ~0ull;
-  if (!unsent_.empty()) flags &= ~kFlagNoUncached;
+  if (!unsent_.empty() || !refusals_.empty()) flags &= ~kFlagNoUncached;
   if (shutdown_requested) flags &= ~kFlagNoShutdown;
   if (abort_due) flags &= ~kFlagNoAbort;
-  if (!pending_.empty() || !table_.empty()) flags &= ~kFlagIdle;
+  if (!pending_.empty() || table_.waiting()) flags &= ~kFlagIdle;
   if (!trial_done) flags &= ~kFlagTrialDone;
   bits[0] = flags;
   uint64_t* ready = bits.data() + 1;
@@ -67,6 +68,15 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
   // 1. Sort new requests into the cached and the full path.
   std::vector<size_t> invalid_local;
   for (const Request& r : new_requests) {
+    if (!r.refusal.empty()) {
+      // Not an op of this rank: a message for rank 0's table. A cached slot of the name is
+      // invalidated, so that the other ranks' ops of it take the full path and meet it.
+      const int64_t slot = cache_.find(r.name);
+      if (slot >= 0) invalid_local.push_back(static_cast<size_t>(slot));
+      refusals_.push_back(r);
+      ++refused_[r.name];
+      continue;
+    }
     Pending p{r.signature,
               now - std::chrono::duration_cast<Clock::duration>(
                         std::chrono::duration<double>(r.age_seconds)),
@@ -162,6 +172,11 @@ std::vector<Response> Controller::negotiate_at_root(const std::string& abort_rea
     mine.requests.push_back(Request{name, it->second.signature,
                                     std::chrono::duration<double>(now - it->second.since).count()});
   }
+  // A refusal goes first: a request of the same name can only have been submitted after it
+  // (the queue sends no refusal for a name in flight), and rank 0 counts them in that order.
+  mine.requests.insert(mine.requests.begin(), std::make_move_iterator(refusals_.begin()),
+                       std::make_move_iterator(refusals_.end()));
+  refusals_.clear();
   unsent_.clear();
   std::vector<std::string> blocks;
   ctx_.comm->gatherv(encode(mine), &blocks, 0);
@@ -170,7 +185,7 @@ std::vector<Response> Controller::negotiate_at_root(const std::string& abort_rea
     ResponseList out;
     for (int r = 0; r < ctx_.size; ++r) {
       for (const Request& req : decode_request_list(blocks[r]).requests) {
-        if (auto resp = table_.add(r, req, now)) out.responses.push_back(std::move(*resp));
+        table_.add(r, req, now, &out.responses);
       }
     }
     out.abort_reason = abort_reason;
@@ -179,7 +194,16 @@ std::vector<Response> Controller::negotiate_at_root(const std::string& abort_rea
   ctx_.comm->broadcast(&reply, 0);
   ResponseList list = decode_response_list(reply);
   *abort_out = list.abort_reason;
-  return std::move(list.responses);
+  std::vector<Response> responses;
+  for (Response& r : list.responses) {
+    auto it = r.code == StatusCode::kOk ? refused_.end() : refused_.find(r.name);
+    if (it == refused_.end()) {
+      responses.push_back(std::move(r));
+    } else if (--it->second == 0) {
+      refused_.erase(it);
+    }
+  }
+  return responses;
 }
 
 void Controller::apply_cache_updates(const std::vector<Response>& responses) {

@@ -7,8 +7,9 @@
 //     (flags are inverted too, so AND computes "any rank" for them);
 //  3. drops invalidated cache slots everywhere (a signature changed, or a cached tensor waited
 //     long enough that rank 0 should see who is missing);
-//  4. if any rank has uncached requests (or rank 0 must report a stall), gathers request lists
-//     at rank 0, which validates complete tensors and broadcasts the responses;
+//  4. if any rank has uncached requests or refusals (or rank 0 must report a stall), gathers
+//     request lists at rank 0, which validates complete tensors and broadcasts the responses
+//     (a tensor refused on some rank fails on every rank);
 //  5. returns cached-ready responses (slot order) followed by rank 0's (its order): the same
 //     list on every rank, so execution and cache updates happen in the same order everywhere.
 #pragma once
@@ -60,6 +61,11 @@ class Controller {
   MessageTable table_;  // used on rank 0 only
   std::unordered_map<std::string, Pending> pending_;
   std::vector<std::string> unsent_;  // uncached names for the next full negotiation, in order
+  std::vector<Request> refusals_;    // this rank's refusals for the next full negotiation
+  // Refusals of this rank whose response has not come yet, per name. That response (an error)
+  // is not an op of this rank: it is dropped, while an op of the same name submitted after the
+  // refusal stays pending for the name's next round (MessageTable::add).
+  std::unordered_map<std::string, int> refused_;
 };
 
 }  // namespace arcreduce

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "ops/mpi_wait.h"
 #include "tensor_queue/fusion.h"
@@ -150,8 +151,14 @@ void Coordinator::loop() {
       // first submission would negotiate it alone, and the rest a round later.
       queue_.wait_for_quiet(batch_gap, cycle);
       auto t = std::chrono::steady_clock::now();
-      std::vector<Request> requests =
-          grouper_.admit(batcher_.admit(queue_.take_new_requests(), t), t);
+      std::vector<Request> taken = queue_.take_new_requests();
+      // Refusals are messages to rank 0, not tensors: nothing holds them back.
+      std::vector<Request> refusals;
+      auto is_refusal = [](const Request& r) { return !r.refusal.empty(); };
+      std::copy_if(taken.begin(), taken.end(), std::back_inserter(refusals), is_refusal);
+      taken.erase(std::remove_if(taken.begin(), taken.end(), is_refusal), taken.end());
+      std::vector<Request> requests = grouper_.admit(batcher_.admit(std::move(taken), t), t);
+      for (Request& r : refusals) requests.push_back(std::move(r));
       // Shutdown, or a user blocked on an op (a synchronous allreduce per tensor, say): release
       // what the batcher and the grouper hold rather than make them wait for the rest of a step.
       if (queue_.take_waited() || shutdown_requested_.load()) {
@@ -182,7 +189,9 @@ void Coordinator::loop() {
       }
       last_cycle = t;
       if (timeline_) {
-        for (const Request& r : requests) requested_[r.name] = t;
+        for (const Request& r : requests) {
+          if (r.refusal.empty()) requested_[r.name] = t;
+        }
       }
       const uint64_t calls_before = ctx_.comm->traffic().calls;
       activity_ = "negotiation";

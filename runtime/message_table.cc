@@ -40,7 +40,8 @@ std::string field_disagreement(const char* field, const std::vector<std::string>
 
 }  // namespace
 
-std::optional<Response> MessageTable::add(int rank, const Request& request, Clock::time_point now) {
+void MessageTable::add(int rank, const Request& request, Clock::time_point now,
+                       std::vector<Response>* out) {
   auto it = pending_.find(request.name);
   if (it == pending_.end()) {
     Pending p;
@@ -53,17 +54,48 @@ std::optional<Response> MessageTable::add(int rank, const Request& request, Cloc
   auto submitted = now - std::chrono::duration_cast<Clock::duration>(
                              std::chrono::duration<double>(request.age_seconds));
   if (submitted < p.first_seen) p.first_seen = submitted;
-  if (!p.by_rank[rank]) {
-    p.by_rank[rank] = request;
-    ++p.count;
+  if (p.by_rank[rank]) {
+    p.later.emplace_back(rank, request);
+    return;
   }
-  if (p.count < world_size_) return std::nullopt;
-  Response response = validate(request.name, p);
+  p.by_rank[rank] = request;
+  ++p.count;
+  if (!request.refusal.empty()) ++p.refusals;
+  if (p.count < world_size_) return;
+  out->push_back(validate(request.name, p));
+  requeue_later(it, now, out);
+}
+
+void MessageTable::requeue_later(std::map<std::string, Pending>::iterator it, Clock::time_point now,
+                                 std::vector<Response>* out) {
+  std::vector<std::pair<int, Request>> later = std::move(it->second.later);
   pending_.erase(it);
-  return response;
+  for (auto& [rank, request] : later) add(rank, request, now, out);
+}
+
+bool MessageTable::waiting() const {
+  for (const auto& kv : pending_) {
+    if (kv.second.refusals < kv.second.count) return true;
+  }
+  return false;
 }
 
 Response MessageTable::validate(const std::string& name, const Pending& p) const {
+  if (p.refusals > 0) {
+    // Refused on some rank: nothing to compare, every rank's op fails with the first reason.
+    std::vector<int> refused;
+    const std::string* reason = nullptr;
+    for (int r = 0; r < world_size_; ++r) {
+      if (p.by_rank[r]->refusal.empty()) continue;
+      refused.push_back(r);
+      if (!reason) reason = &p.by_rank[r]->refusal;
+    }
+    Response resp;
+    resp.name = name;
+    resp.code = StatusCode::kInvalidArgument;
+    resp.error = "tensor '" + name + "' was refused on " + rank_list(refused) + ": " + *reason;
+    return resp;
+  }
   std::vector<std::function<std::string(const TensorSignature&)>> fields = {
       [](const TensorSignature& s) { return std::string(dtype_name(s.dtype)); },
       [](const TensorSignature& s) { return shape_string(s.shape); },
@@ -115,9 +147,17 @@ std::string MessageTable::describe_missing(const std::string& name, const Pendin
 MessageTable::StallReport MessageTable::inspect(Clock::time_point now, double check_seconds,
                                                 double shutdown_seconds) {
   StallReport report;
-  for (auto& kv : pending_) {
-    Pending& p = kv.second;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = it->second;
     double waited = std::chrono::duration<double>(now - p.first_seen).count();
+    if (p.refusals == p.count) {
+      // Refused where no other rank submitted the tensor yet: nobody waits, so it is no stall.
+      // It stays until the others submit the name (their op then fails with the refusal).
+      ++it;
+      continue;
+    }
+    auto& kv = *it;
+    ++it;
     if (shutdown_seconds > 0 && waited >= shutdown_seconds) {
       report.abort += (report.abort.empty() ? "" : ", ") + describe_missing(kv.first, p, now);
     } else if (check_seconds > 0 && waited >= check_seconds && !p.warned) {

@@ -18,11 +18,17 @@ class MessageTable {
 
   explicit MessageTable(int world_size) : world_size_(world_size) {}
 
-  // Records `rank`'s request. Returns the tensor's Response (kOk or kMismatch) once every rank
-  // has submitted it, and forgets the tensor.
-  std::optional<Response> add(int rank, const Request& request, Clock::time_point now);
+  // Records `rank`'s request. Appends the tensor's Response (kOk, kMismatch, or kInvalidArgument
+  // where some rank refused it) to `out` once every rank has submitted or refused it, and forgets
+  // it. A second request of `rank` for a tensor still waiting (a refusal fails at once on its
+  // rank, which may submit the name again before the others met the refusal) waits its turn: it
+  // counts for the next op of that name.
+  void add(int rank, const Request& request, Clock::time_point now, std::vector<Response>* out);
 
   bool empty() const { return pending_.empty(); }
+  // Whether some tensor has an op waiting for other ranks (refusals alone do not count: no
+  // rank waits on them).
+  bool waiting() const;
 
   struct StallReport {
     std::string warning;  // non-empty: tensors waiting longer than check_seconds (new ones only)
@@ -35,10 +41,15 @@ class MessageTable {
   struct Pending {
     std::vector<std::optional<Request>> by_rank;
     int count = 0;
+    int refusals = 0;  // requests that are refusals; == count: no rank waits on this tensor
+    std::vector<std::pair<int, Request>> later;  // ranks' next requests of the name, in order
     Clock::time_point first_seen;
     bool warned = false;
   };
   Response validate(const std::string& name, const Pending& pending) const;
+  // Forgets the completed `it` and adds the requests that waited behind it.
+  void requeue_later(std::map<std::string, Pending>::iterator it, Clock::time_point now,
+                     std::vector<Response>* out);
   std::string describe_missing(const std::string& name, const Pending& p,
                                Clock::time_point now) const;
 

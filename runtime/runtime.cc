@@ -6,6 +6,7 @@
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
 #include "runtime/device_executor.h"
+#include "runtime/reduce_dtype.h"
 
 namespace arcreduce {
 
@@ -89,14 +90,36 @@ std::string Runtime::check_allreduce(const std::string& name, const Tensor& tens
   std::string problem = check_tensor(name, tensor);
   if (!problem.empty()) return problem;
   const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
-  if (!is_floating_point(tensor.dtype)) {
-    return who + ": allreduce does not support dtype " + dtype_name(tensor.dtype) +
-           " (float32, float64, float16 and bfloat16 only; other dtypes can be broadcast)";
+  const int op = static_cast<int>(options.op);
+  if (op < 0 || op > static_cast<int>(ReduceOp::kProduct)) {
+    return who + ": unknown reduce op " + std::to_string(op);
   }
-  if (options.op != ReduceOp::kSum && options.op != ReduceOp::kAverage) {
-    return who + ": unknown reduce op " + std::to_string(static_cast<int>(options.op));
+  const std::string op_name = reduce_op_name(options.op);
+  if (tensor.dtype == DType::kBool &&
+      (options.op == ReduceOp::kSum || options.op == ReduceOp::kAverage)) {
+    return who + ": allreduce of bool takes min (and), max (or) or product (and), not " + op_name;
+  }
+  if (!is_floating_point(tensor.dtype) && options.op == ReduceOp::kAverage) {
+    return who + ": the average of dtype " + dtype_name(tensor.dtype) +
+           " is not exact; reduce with sum (and divide), or use a floating-point tensor";
   }
   const CompressionOptions& c = options.compression;
+  if (!compressible(tensor.dtype, options.op)) {
+    // Reduced exactly and densely, whatever the job's compressor: only an explicit request for
+    // compression is an error.
+    if (tensor.device.kind == Device::kCUDA) {
+      return who +
+             ": CUDA tensors are reduced by sum or average of floating-point dtypes only, "
+             "not " +
+             op_name + " of " + dtype_name(tensor.dtype);
+    }
+    if (c.compressor && *c.compressor != "none") {
+      return who + ": compressor '" + *c.compressor + "' applies to sums and averages of " +
+             "floating-point tensors; " + op_name + " of " + dtype_name(tensor.dtype) +
+             " is reduced exactly, without compression";
+    }
+    return "";
+  }
   if (c.compressor) {
     bool known = false;
     for (const auto& k : compressor_names()) known |= (k == *c.compressor);
@@ -147,7 +170,8 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
     // split buckets or cause mismatch errors.
     s.compression.ratio = 1.0;
   }
-  if (name == "none" || name == "fp16") {
+  if (!compressible(tensor.dtype, options.op)) s.compression = CompressionSpec{"none", 1.0, "", ""};
+  if (s.compression.compressor == "none" || s.compression.compressor == "fp16") {
     // Dense and cast reductions ignore ratio and error feedback: do not let them split buckets
     // or cause mismatch errors.
     s.compression.ratio = 1.0;
@@ -159,9 +183,7 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
 Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
                                 const AllreduceOptions& options) {
   std::string problem = check_allreduce(name, tensor, options);
-  if (!problem.empty()) {
-    return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
-  }
+  if (!problem.empty()) return refuse(name, problem, Collective::kAllreduce, options.callback);
   TensorEntry entry;
   if (tensor.device.kind == Device::kCUDA) {
     const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
@@ -169,14 +191,13 @@ Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
     if (!cuda_device_.compare_exchange_strong(expected, tensor.device.index) &&
         expected != tensor.device.index) {
       problem = check_cuda_tensor(tensor, who, device_query_.get(), expected);
-      return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
+      return refuse(name, problem, Collective::kAllreduce, options.callback);
     }
     if (!tensor.ready_event && num_elements(tensor.shape) > 0) {
       try {
         entry.device_ready = record_default_stream(tensor.device.index);
       } catch (const Error& e) {
-        return queue_.reject(options.callback,
-                             Status(StatusCode::kInvalidArgument, who + ": " + e.what()));
+        return refuse(name, who + ": " + e.what(), Collective::kAllreduce, options.callback);
       }
     }
   }
@@ -195,9 +216,7 @@ Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, i
     problem = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank) +
               ": broadcast of CUDA tensors is not supported yet (docs/cuda.md)";
   }
-  if (!problem.empty()) {
-    return queue_.reject(options.callback, Status(StatusCode::kInvalidArgument, problem));
-  }
+  if (!problem.empty()) return refuse(name, problem, Collective::kBroadcast, options.callback);
   // root_rank is checked during negotiation (MessageTable::validate), so that a bad value on some
   // ranks fails the op on every rank instead of leaving the others waiting.
   TensorEntry entry;
@@ -213,6 +232,13 @@ Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, i
   entry.callback = options.callback;
   entry.submitted = Clock::now();
   return queue_.submit(std::move(entry));
+}
+
+Handle Runtime::refuse(const std::string& name, const std::string& reason, Collective collective,
+                       const std::function<void(const Status&)>& callback) {
+  TensorSignature signature;
+  signature.collective = collective;
+  return queue_.refuse(name, signature, callback, Status(StatusCode::kInvalidArgument, reason));
 }
 
 }  // namespace arcreduce

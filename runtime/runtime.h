@@ -28,6 +28,10 @@ class Runtime {
                          const AllreduceOptions& options);
   Handle broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
                          const BroadcastOptions& options);
+  // Refuses `name` on this rank and tells the others (TensorQueue::refuse): the handle fails at
+  // once with kInvalidArgument, and every other rank's op of `name` fails with `reason`.
+  Handle refuse(const std::string& name, const std::string& reason, Collective collective,
+                const std::function<void(const Status&)>& callback = nullptr);
   bool poll(Handle handle) const { return queue_.poll(handle); }
   Status synchronize(Handle handle);
   void shutdown();

@@ -73,6 +73,12 @@ const char* reduce_op_name(ReduceOp op) {
       return "sum";
     case ReduceOp::kAverage:
       return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "unknown-op";
 }

@@ -103,7 +103,7 @@ TensorSignature read_signature(Reader& r) {
     s.shape.push_back(d);
   }
   s.device = read_enum(r, Device::kCUDA, "device");
-  s.op = read_enum(r, ReduceOp::kAverage, "reduce op");
+  s.op = read_enum(r, ReduceOp::kProduct, "reduce op");
   s.compression.compressor = r.str();
   s.compression.ratio = r.pod<double>();
   if (!std::isfinite(s.compression.ratio)) corrupt("a compression ratio that is not finite");
@@ -144,6 +144,7 @@ std::string encode(const RequestList& list) {
     w.str(r.name);
     write_signature(w, r.signature);
     w.pod<double>(r.age_seconds);
+    w.str(r.refusal);
   }
   return w.take();
 }
@@ -161,6 +162,7 @@ RequestList decode_request_list(const std::string& bytes) {
     if (!(req.age_seconds >= 0 && req.age_seconds <= 1e9)) {
       corrupt("a request age of " + std::to_string(req.age_seconds) + " s");
     }
+    req.refusal = r.str();
     list.requests.push_back(std::move(req));
   }
   r.expect_end();

@@ -54,6 +54,9 @@ struct Request {
   std::string name;
   TensorSignature signature;
   double age_seconds = 0;  // how long the tensor had waited on its rank when this was sent
+  // Non-empty: this rank refused its op of `name` before queueing it (bad input), and tells the
+  // others so that theirs fail with this reason instead of waiting for it (MessageTable).
+  std::string refusal;
 };
 
 struct RequestList {

@@ -72,6 +72,21 @@ Handle TensorQueue::reject(std::function<void(const Status&)> callback, const St
   return h;
 }
 
+Handle TensorQueue::refuse(const std::string& name, const TensorSignature& signature,
+                           std::function<void(const Status&)> callback, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!closed_ && !name.empty() && !in_flight_.count(name)) {
+      Request request{name, signature, 0.0, status.message()};
+      if (request.refusal.empty()) request.refusal = "refused";
+      new_requests_.push_back(std::move(request));
+      ++submission_wakeups_;
+      work_cv_.notify_one();
+    }
+  }
+  return reject(std::move(callback), status);
+}
+
 void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   work_cv_.wait_for(lock, timeout,

@@ -46,6 +46,11 @@ class TensorQueue {
   Handle submit(TensorEntry entry);
   // Completes a fresh handle with `status` without queueing anything (rejected submissions).
   Handle reject(std::function<void(const Status&)> callback, const Status& status);
+  // Like reject(), and also queues a refusal of `name` for the coordinator to negotiate, so that
+  // the other ranks' op of that name fails with `status`'s message instead of waiting for this
+  // rank. Sends nothing when `name` is in flight here (that op still stands) or is empty.
+  Handle refuse(const std::string& name, const TensorSignature& signature,
+                std::function<void(const Status&)> callback, const Status& status);
 
   // Coordinator side. Waits until new entries arrive, close() or wake() is called, or `timeout`.
   void wait_for_work(std::chrono::microseconds timeout);

@@ -95,8 +95,14 @@ TEST_F(MpiCommunicatorTest, DeviceMemoryOnlyWithCudaAwareMpiAndItsOwnSum) {
 TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {
   for (ScalarType type : testing::all_types()) {
     for (CollectiveOp op : testing::all_ops()) {
+      // Half-precision products round at every step (three halves' product needs more bits than
+      // fp16 has), so only an in-order reduction matches the reference: the loopback and kernel
+      // tests check them.
+      const bool half = type == ScalarType::kFloat16 || type == ScalarType::kBFloat16;
+      if (half && op == CollectiveOp::kProd) continue;
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100000}}) {
-        // Exact inputs: float sums are exact, so any reduction order gives the reference.
+        // Exact inputs: float sums and products are exact, so any reduction order gives the
+        // reference.
         std::vector<char> buf = testing::make_values(type, count, rank(), true);
         comm_->allreduce(buf.data(), count, type, op);
         const std::vector<char> expected = testing::naive_allreduce(type, op, count, size(), true);

@@ -17,14 +17,15 @@ namespace testing {
 inline const std::vector<ScalarType>& all_types() {
   static const std::vector<ScalarType> types = {
       ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat16, ScalarType::kBFloat16,
-      ScalarType::kInt32,   ScalarType::kInt64,   ScalarType::kUInt8,   ScalarType::kUInt64};
+      ScalarType::kInt32,   ScalarType::kInt64,   ScalarType::kUInt8,   ScalarType::kUInt64,
+      ScalarType::kInt8,    ScalarType::kInt16};
   return types;
 }
 
 inline const std::vector<CollectiveOp>& all_ops() {
-  static const std::vector<CollectiveOp> ops = {CollectiveOp::kSum, CollectiveOp::kMin,
-                                                CollectiveOp::kMax, CollectiveOp::kBitAnd,
-                                                CollectiveOp::kBitOr};
+  static const std::vector<CollectiveOp> ops = {CollectiveOp::kSum,   CollectiveOp::kMin,
+                                                CollectiveOp::kMax,   CollectiveOp::kBitAnd,
+                                                CollectiveOp::kBitOr, CollectiveOp::kProd};
   return ops;
 }
 
@@ -82,11 +83,13 @@ template <typename T>
 T combine(T a, T b, CollectiveOp op) {
   if (op == CollectiveOp::kMin) return b < a ? b : a;
   if (op == CollectiveOp::kMax) return b > a ? b : a;
+  if (op == CollectiveOp::kProd) return a * b;
   return a + b;
 }
 
 // acc = acc op x, one element at a time. Bit ops are byte-wise (any type); signed integer sums
-// are done in the unsigned type (wrap-around); fp16/bf16 sums add in fp32 and round once.
+// and products are done in the unsigned type (wrap-around; products of narrow types in unsigned
+// int, so promotion cannot overflow); fp16/bf16 sums and products in fp32, rounded once.
 inline void naive_reduce(std::vector<char>* acc, const std::vector<char>& x, ScalarType type,
                          CollectiveOp op) {
   if (op == CollectiveOp::kBitAnd || op == CollectiveOp::kBitOr) {
@@ -121,6 +124,8 @@ inline void naive_reduce(std::vector<char>* acc, const std::vector<char>& x, Sca
       case ScalarType::kInt32:
         if (op == CollectiveOp::kSum) {
           store(a, load<uint32_t>(a) + load<uint32_t>(b));
+        } else if (op == CollectiveOp::kProd) {
+          store(a, load<uint32_t>(a) * load<uint32_t>(b));
         } else {
           store(a, combine(load<int32_t>(a), load<int32_t>(b), op));
         }
@@ -128,6 +133,8 @@ inline void naive_reduce(std::vector<char>* acc, const std::vector<char>& x, Sca
       case ScalarType::kInt64:
         if (op == CollectiveOp::kSum) {
           store(a, load<uint64_t>(a) + load<uint64_t>(b));
+        } else if (op == CollectiveOp::kProd) {
+          store(a, load<uint64_t>(a) * load<uint64_t>(b));
         } else {
           store(a, combine(load<int64_t>(a), load<int64_t>(b), op));
         }
@@ -137,6 +144,21 @@ inline void naive_reduce(std::vector<char>* acc, const std::vector<char>& x, Sca
         break;
       case ScalarType::kUInt64:
         store(a, combine(load<uint64_t>(a), load<uint64_t>(b), op));
+        break;
+      case ScalarType::kInt8:
+        if (op == CollectiveOp::kSum || op == CollectiveOp::kProd) {
+          store(a, static_cast<uint8_t>(combine<unsigned>(load<uint8_t>(a), load<uint8_t>(b), op)));
+        } else {
+          store(a, combine(load<int8_t>(a), load<int8_t>(b), op));
+        }
+        break;
+      case ScalarType::kInt16:
+        if (op == CollectiveOp::kSum || op == CollectiveOp::kProd) {
+          store(a,
+                static_cast<uint16_t>(combine<unsigned>(load<uint16_t>(a), load<uint16_t>(b), op)));
+        } else {
+          store(a, combine(load<int16_t>(a), load<int16_t>(b), op));
+        }
         break;
     }
   }

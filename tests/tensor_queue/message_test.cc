@@ -19,8 +19,11 @@ TEST(Message, RequestListRoundTrip) {
   RequestList in;
   in.requests.push_back({"layer.0.weight", example_signature(), 1.5});
   in.requests.push_back({"", TensorSignature{}, 0});
+  in.requests.push_back({"refused", TensorSignature{}, 0, "dtype complex64 on rank 2"});
   RequestList out = decode_request_list(encode(in));
-  ASSERT_EQ(out.requests.size(), 2u);
+  ASSERT_EQ(out.requests.size(), 3u);
+  EXPECT_EQ(out.requests[0].refusal, "");
+  EXPECT_EQ(out.requests[2].refusal, "dtype complex64 on rank 2");
   EXPECT_EQ(out.requests[0].name, "layer.0.weight");
   EXPECT_EQ(out.requests[0].signature, example_signature());
   EXPECT_EQ(out.requests[0].age_seconds, 1.5);

@@ -22,13 +22,13 @@ HandleTable& table() {
   return *instance;
 }
 
-uint64_t allreduce_async(const at::Tensor& tensor, const std::string& name, bool average,
+uint64_t allreduce_async(const at::Tensor& tensor, const std::string& name, int op,
                          std::optional<std::string> compressor, std::optional<double> ratio,
                          std::optional<std::string> error_feedback,
                          std::optional<std::string> granularity) {
   arcreduce::Tensor view = view_of(tensor, name, Use::kAllreduce);
   arcreduce::AllreduceOptions options;
-  options.op = average ? arcreduce::ReduceOp::kAverage : arcreduce::ReduceOp::kSum;
+  options.op = static_cast<arcreduce::ReduceOp>(op);  // checked by the runtime
   options.compression.compressor = std::move(compressor);
   options.compression.ratio = ratio;
   options.compression.error_feedback = std::move(error_feedback);
@@ -121,11 +121,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("size", &arcreduce::size);
   m.def("local_rank", &arcreduce::local_rank);
   m.def("local_size", &arcreduce::local_size);
-  m.def("allreduce_async_", &allreduce_async, py::arg("tensor"), py::arg("name"),
-        py::arg("average"), py::arg("compressor"), py::arg("ratio"), py::arg("error_feedback"),
-        py::arg("granularity"));
+  m.def("allreduce_async_", &allreduce_async, py::arg("tensor"), py::arg("name"), py::arg("op"),
+        py::arg("compressor"), py::arg("ratio"), py::arg("error_feedback"), py::arg("granularity"));
   m.def("broadcast_async_", &broadcast_async, py::arg("tensor"), py::arg("name"),
         py::arg("root_rank"));
+  m.def(
+      "refuse",
+      [](const std::string& name, const std::string& reason) {
+        // Already failed locally (the caller raises): only the other ranks are told.
+        (void)arcreduce::refuse(name, reason);
+      },
+      py::arg("name"), py::arg("reason"));
   m.def("poll", &arcreduce::poll, py::arg("handle"));
   m.def("synchronize", &synchronize, py::arg("handle"));
   m.def("held_tensors", [] { return table().size(); });

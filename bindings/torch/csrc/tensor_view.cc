@@ -94,14 +94,12 @@ arcreduce::Tensor view_of(const at::Tensor& tensor, const std::string& name, Use
   }
   arcreduce::DType dtype;
   const bool known = to_dtype(tensor.scalar_type(), &dtype);
-  if (!known || (use == Use::kAllreduce && !arcreduce::is_floating_point(dtype))) {
-    throw py::type_error(
-        who + " has dtype " + torch_dtype_name(tensor.scalar_type()) +
-        (use == Use::kAllreduce
-             ? ", which allreduce does not support (torch.float32, torch.float64, torch.float16, "
-               "torch.bfloat16)"
-             : ", which broadcast does not support (floating-point, integer and bool dtypes "
-               "other than complex and quantized)"));
+  if (!known) {
+    // Which op each dtype takes is the runtime's rule (Runtime::check_allreduce).
+    throw py::type_error(who + " has dtype " + torch_dtype_name(tensor.scalar_type()) +
+                         (use == Use::kAllreduce ? ", which allreduce" : ", which broadcast") +
+                         " does not support (floating-point, integer and bool dtypes only: not "
+                         "complex or quantized)");
   }
   if (!tensor.is_cpu()) {
     std::ostringstream os;

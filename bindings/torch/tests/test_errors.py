@@ -15,10 +15,17 @@ def test_non_contiguous_tensor_is_a_value_error(runtime):
         arc.broadcast_async_(t, 0, "transposed_b")
 
 
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.uint8])
-def test_integer_allreduce_is_a_type_error(runtime, dtype):
-    with pytest.raises(TypeError, match=rf"tensor 'ints' has dtype {dtype}.*allreduce"):
-        arc.allreduce_async_(torch.zeros(3, dtype=dtype), "ints")
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_integer_average_is_refused_on_every_rank(runtime, dtype):
+    # The average of integers is not exact (Sum, Min, Max and Product are: test_reduce_ops.py).
+    with pytest.raises(arc.ArcreduceError, match=r"tensor 'ints' on rank \d: the average of "
+                                                 r"dtype .* is not exact"):
+        arc.allreduce_(torch.zeros(3, dtype=dtype), "ints")
+    with pytest.raises(arc.ArcreduceError, match=r"allreduce of bool takes min \(and\)"):
+        arc.allreduce_(torch.zeros(3, dtype=torch.bool), "bools", op=arc.Sum)
+    with pytest.raises(arc.ArcreduceError, match=r"compressor 'topk' applies to sums and averages "
+                                                 r"of floating-point tensors; max of"):
+        arc.allreduce_(torch.zeros(3, dtype=dtype), "ints.topk", op=arc.Max, compression="topk")
 
 
 def test_complex_is_a_type_error(runtime):
@@ -36,7 +43,7 @@ def test_sparse_and_bad_arguments(runtime):
     with pytest.raises(ValueError, match=r"name must be a non-empty string"):
         arc.allreduce_async_(torch.zeros(3), "")
     with pytest.raises(ValueError, match=r"op must be"):
-        arc.allreduce_async_(torch.zeros(3), "op", op="max")
+        arc.allreduce_async_(torch.zeros(3), "op", op="maximum")
     with pytest.raises(TypeError, match=r"root_rank must be an int"):
         arc.broadcast_async_(torch.zeros(3), "0", "root")
 
@@ -77,11 +84,40 @@ def test_duplicate_name_in_flight(runtime):
     go = torch.zeros(1)
     if arc.rank() == 0:
         first = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
-        second = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
+        with pytest.raises(ValueError, match=r"'dup' is already in flight on this rank"):
+            arc.allreduce_async_(torch.ones(2), "dup", compression="none")  # refused at once
+        with pytest.raises(ValueError, match=r"'dup' is already in flight on this rank"):
+            arc.broadcast_async_(torch.ones(2), 0, "dup")
         arc.broadcast_(go, 0, "dup.go")
-        with pytest.raises(arc.ArcreduceError, match=r"'dup'.*(in flight|already)"):
-            arc.synchronize(second)
     else:
         arc.broadcast_(go, 0, "dup.go")
         first = arc.allreduce_async_(torch.ones(2), "dup", compression="none")
     assert torch.equal(arc.synchronize(first), torch.ones(2))
+
+
+def test_a_tensor_refused_on_one_rank_fails_on_every_rank(runtime):
+    """A refusal on one rank (here by the binding's own checks, and by the runtime's) reaches
+    the others at once: their op of the same name fails with its reason, nobody waits for the
+    stall timeout."""
+    if arc.size() < 2:
+        pytest.skip("needs a second rank to be refused for")
+    last = arc.size() - 1
+    if arc.rank() == last:
+        with pytest.raises(TypeError, match=r"torch.complex64"):
+            arc.allreduce_async_(torch.zeros(3, dtype=torch.complex64), "refused.dtype")
+        with pytest.raises(ValueError, match=r"not contiguous"):
+            arc.broadcast_async_(torch.zeros(4, 6).t(), 0, "refused.layout")
+        h = arc.allreduce_async_(torch.zeros(3), "refused.runtime", compression="bogus")
+    else:
+        with pytest.raises(arc.ArcreduceError,
+                           match=rf"'refused.dtype' was refused on rank {last}: TypeError: "
+                                 r".*torch.complex64"):
+            arc.allreduce_(torch.zeros(3), "refused.dtype")
+        with pytest.raises(arc.ArcreduceError,
+                           match=rf"'refused.layout' was refused on rank {last}: ValueError: "
+                                 r".*not contiguous"):
+            arc.broadcast_(torch.zeros(6, 4), 0, "refused.layout")
+        h = arc.allreduce_async_(torch.zeros(3), "refused.runtime")
+    with pytest.raises(arc.ArcreduceError, match=r"unknown compressor 'bogus'"):
+        arc.synchronize(h)
+    arc.allreduce_(torch.ones(2), "after.refusals", compression="none")  # still working

@@ -33,7 +33,8 @@ using Handle = uint64_t;
 // Submits an in-place reduction of `tensor` under `name` (identical on all ranks, unique among
 // this rank's in-flight ops). Floating-point dtypes only. Never throws: a bad tensor, a duplicate
 // name or a runtime that is not running yields a handle that is already complete with an error
-// Status (callback fired).
+// Status (callback fired). A tensor refused here (bad dtype, shape, options) is refused on every
+// rank: the other ranks' op of `name` fails with this rank's reason instead of waiting for it.
 Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options = {});
 // True when the op is complete. Unknown handles count as complete.
 bool poll(Handle handle);
@@ -54,6 +55,12 @@ Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
                        BroadcastOptions options = {});
 Status broadcast(const std::string& name, Tensor tensor, int root_rank,
                  BroadcastOptions options = {});
+
+// For bindings that refuse an op before it reaches the runtime (an input the binding cannot
+// express): this rank will not submit `name`, and the other ranks' op of that name fails with
+// kInvalidArgument and `reason` instead of waiting for it. Returns a handle already complete with
+// that error. Sends nothing when `name` is empty or in flight on this rank. Never throws.
+Handle refuse(const std::string& name, const std::string& reason);
 
 // Snapshot of this rank's counters (zeros before init).
 Stats stats();

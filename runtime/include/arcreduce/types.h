@@ -14,8 +14,9 @@ namespace arcreduce {
 
 class Status;
 
-// Floating-point dtypes go through every collective; the integer and bool dtypes (appended so
-// the first four keep their values) only through broadcast, which moves bytes.
+// Floating-point dtypes go through every collective. The integer dtypes (appended so the first
+// four keep their values) are reduced where the result is exact (sum, min, max, product; sums
+// and products wrap around), bool by min (and), max (or) and product (and).
 enum class DType {
   kFloat32,
   kFloat64,
@@ -28,7 +29,9 @@ enum class DType {
   kInt64,
   kBool,
 };
-enum class ReduceOp { kSum, kAverage };
+// kAverage is the sum divided by the number of ranks. Compression applies to kSum and kAverage of
+// floating-point tensors only; the other ops, and integer dtypes, are reduced densely and exactly.
+enum class ReduceOp { kSum, kAverage, kMin, kMax, kProduct };
 
 struct Device {
   enum Kind { kCPU, kCUDA } kind = kCPU;

@@ -11,13 +11,18 @@ Typical use, one process per rank (``arcrun -np 4 python3 train.py``)::
 See docs/pytorch.md for the semantics and limits.
 """
 from .mpi_ops import (
+    Adasum,
     ArcreduceError,
     Average,
     Compression,
+    Max,
+    Min,
+    Product,
     Sum,
     allreduce,
     allreduce_,
     allreduce_async_,
+    barrier,
     broadcast,
     broadcast_,
     broadcast_async_,
@@ -39,7 +44,7 @@ from .functions import broadcast_object, broadcast_optimizer_state, broadcast_pa
 from .optimizer import DistributedOptimizer
 
 __all__ = [
-    "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
+    "Adasum", "barrier", "Max", "Min", "Product", "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
     "allreduce_async_", "broadcast", "broadcast_", "broadcast_async_", "config", "init",
     "is_initialized", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",
     "shutdown", "size", "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",

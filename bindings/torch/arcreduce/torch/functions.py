@@ -67,6 +67,13 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
     Works whether or not the other ranks have state yet (e.g. before the first step)."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    # As Horovod: every parameter has a gradient afterwards (zeros where backward has not run
+    # yet), so code that reads p.grad right after the broadcast finds a tensor.
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
     is_root = rank() == root_rank
     state = broadcast_object(optimizer.state_dict() if is_root else None, root_rank,
                              "broadcast_optimizer_state")

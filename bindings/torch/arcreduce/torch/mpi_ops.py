@@ -15,6 +15,13 @@ ArcreduceError = _C.ArcreduceError
 # Reduction ops (Horovod's names).
 Average = "average"
 Sum = "sum"
+Min = "min"
+Max = "max"
+Product = "product"
+# The runtime's ReduceOp values.
+_REDUCE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+# Horovod's Adasum: named so that code using it gets a clear refusal, not an AttributeError.
+Adasum = "adasum"
 
 
 class Compression:
@@ -52,6 +59,19 @@ class Compression:
                         f"not {type(value).__name__}")
 
 
+    def compress(self, tensor):
+        """Horovod's Compression interface, for code that compresses by itself: returns
+        (tensor to send, context). fp16 casts floating-point tensors to float16; every other
+        compression is applied by the runtime during the reduction, so this is the identity."""
+        if self.compressor == "fp16" and tensor.is_floating_point():
+            return tensor.to(torch.float16), tensor.dtype
+        return tensor, None
+
+    def decompress(self, tensor, ctx):
+        """The inverse of compress(): casts back to the dtype compress() saw."""
+        return tensor if ctx is None else tensor.to(ctx)
+
+
 Compression.none = Compression("none")
 Compression.fp16 = Compression("fp16")
 
@@ -87,6 +107,20 @@ def local_size():
     return _C.local_size()
 
 
+# Names generated for ops submitted without one: a counter per kind, so ranks that submit the
+# same ops in the same order (what a collective asks of them anyway) generate the same names.
+_generated = {}
+
+
+def _name_or_generated(name, kind):
+    if name is None:
+        n = _generated.get(kind, 0)
+        _generated[kind] = n + 1
+        return f"{kind}.noname.{n}"
+    _check_name(name)
+    return name
+
+
 def _check_name(name):
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string identical on all ranks, not {name!r}")
@@ -97,46 +131,140 @@ def _check_tensor(tensor, name):
         raise TypeError(f"tensor '{name}' must be a torch.Tensor, not {type(tensor).__name__}")
 
 
-def allreduce_async_(tensor, name, op=Average, compression=None):
-    """Starts an in-place reduction (average or sum over ranks) of ``tensor`` (float32, float64,
-    float16 or bfloat16, contiguous, on the CPU); returns a handle for synchronize()."""
-    _check_name(name)
-    _check_tensor(tensor, name)
-    if op not in (Average, Sum):
-        raise ValueError(f"op must be arcreduce.torch.Average or Sum, not {op!r}")
-    c = Compression.of(compression)
-    return _C.allreduce_async_(tensor, name, op == Average, c.compressor, c.ratio,
-                               c.error_feedback, c.granularity)
+# This rank's ops submitted through this module and not yet synchronized (name -> handle and
+# back), and the post-scale factor of each handle: a second op under the name of one still in
+# flight is refused at submission (ValueError), as Horovod does, and the first one stands.
+_handle_of = {}
+_name_of = {}
+_postscale = {}
 
 
-def allreduce_(tensor, name, op=Average, compression=None):
+def _check_not_in_flight(name):
+    handle = _handle_of.get(name)
+    if handle is not None and not _C.poll(handle):
+        raise ValueError(f"tensor '{name}' is already in flight on this rank: names must be "
+                         "unique among in-flight ops (synchronize the first one, or pick another "
+                         "name)")
+
+
+def _submitted(handle, name, postscale=1.0):
+    _handle_of[name] = handle
+    _name_of[handle] = name
+    if postscale != 1.0:
+        _postscale[handle] = postscale
+    return handle
+
+
+def _forget(handle):
+    name = _name_of.pop(handle, None)
+    if name is not None and _handle_of.get(name) == handle:
+        del _handle_of[name]
+    return _postscale.pop(handle, 1.0)
+
+
+class _RefusedOnEveryRank:
+    """Context of a submission: a TypeError or ValueError raised inside (a tensor or an argument
+    refused on this rank, before the runtime saw it) is also sent to the other ranks, whose op of
+    the same name then fails with it instead of waiting for this rank until the stall timeout."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, _traceback):
+        if kind is not None and issubclass(kind, (TypeError, ValueError)):
+            _C.refuse(self.name, f"{kind.__name__}: {error}")
+        return False
+
+
+def _check_factor(factor, which, name):
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"tensor '{name}': {which} must be a number, not "
+                        f"{type(factor).__name__}")
+    return float(factor)
+
+
+def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
+                     postscale_factor=1.0):
+    """Starts an in-place reduction over ranks of ``tensor`` (contiguous, on the CPU); returns a
+    handle for synchronize(). ``op``: Average or Sum (floating-point tensors; compressed as
+    ``compression`` says), or Min, Max, Product; integer tensors take Sum, Min, Max and Product
+    (exact, wrapping like torch's integers), bool tensors Min, Max and Product. Every op other
+    than a floating-point Sum or Average is reduced densely and exactly.
+
+    ``name``: identical on every rank; None generates one (the same on every rank that submits
+    its unnamed ops in the same order). ``prescale_factor`` multiplies the tensor before the
+    reduction, ``postscale_factor`` the result (as Horovod's)."""
+    name = _name_or_generated(name, "allreduce")
+    _check_not_in_flight(name)
+    with _RefusedOnEveryRank(name):
+        _check_tensor(tensor, name)
+        if op == Adasum:
+            raise ValueError(f"tensor '{name}': op Adasum is not supported by arcreduce "
+                             "(docs/pytorch.md, \"Not supported\"); use Average or Sum")
+        if op not in _REDUCE_OPS:
+            raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
+                             f"not {op!r}")
+        prescale = _check_factor(prescale_factor, "prescale_factor", name)
+        postscale = _check_factor(postscale_factor, "postscale_factor", name)
+        c = Compression.of(compression)
+        if prescale != 1.0:
+            if not tensor.is_floating_point():
+                raise TypeError(f"tensor '{name}': prescale_factor needs a floating-point "
+                                f"tensor, not {tensor.dtype}")
+            with torch.no_grad():
+                tensor.mul_(prescale)
+        handle = _C.allreduce_async_(tensor, name, _REDUCE_OPS[op], c.compressor, c.ratio,
+                                     c.error_feedback, c.granularity)
+    return _submitted(handle, name, postscale)
+
+
+def allreduce_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
+               postscale_factor=1.0):
     """In-place reduction; returns ``tensor`` once every rank has contributed."""
-    return synchronize(allreduce_async_(tensor, name, op, compression))
+    return synchronize(allreduce_async_(tensor, name, op, compression, prescale_factor,
+                                        postscale_factor))
 
 
-def allreduce(tensor, name, op=Average, compression=None):
-    """Out-of-place reduction: returns a new tensor, ``tensor`` is left unchanged."""
-    return allreduce_(tensor.detach().clone(memory_format=torch.contiguous_format), name, op,
-                      compression)
+def allreduce(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
+              postscale_factor=1.0):
+    """Out-of-place reduction: returns a new tensor, ``tensor`` is left unchanged.
+    Differentiable: the gradient is reduced the same way (average or sum) under ``name``.grad."""
+    from .autograd import allreduce_with_grad
+    name = _name_or_generated(name, "allreduce")
+    return allreduce_with_grad(tensor, name, op, compression, prescale_factor, postscale_factor)
 
 
-def broadcast_async_(tensor, root_rank, name):
+def broadcast_async_(tensor, root_rank, name=None):
     """Starts an in-place broadcast of ``tensor`` from ``root_rank`` (any dtype but complex)."""
-    _check_name(name)
-    _check_tensor(tensor, name)
-    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
-        raise TypeError(f"root_rank must be an int, not {type(root_rank).__name__}")
-    return _C.broadcast_async_(tensor, name, root_rank)
+    name = _name_or_generated(name, "broadcast")
+    _check_not_in_flight(name)
+    with _RefusedOnEveryRank(name):
+        _check_tensor(tensor, name)
+        if not isinstance(root_rank, int) or isinstance(root_rank, bool):
+            raise TypeError(f"root_rank must be an int, not {type(root_rank).__name__}")
+        handle = _C.broadcast_async_(tensor, name, root_rank)
+    return _submitted(handle, name)
 
 
-def broadcast_(tensor, root_rank, name):
+def broadcast_(tensor, root_rank, name=None):
     return synchronize(broadcast_async_(tensor, root_rank, name))
 
 
-def broadcast(tensor, root_rank, name):
-    """Out-of-place broadcast: returns a new tensor holding root_rank's values."""
-    return broadcast_(tensor.detach().clone(memory_format=torch.contiguous_format), root_rank,
-                      name)
+def broadcast(tensor, root_rank, name=None):
+    """Out-of-place broadcast: returns a new tensor holding root_rank's values. Differentiable:
+    root_rank's gradient is the sum of every rank's, the others' zero."""
+    from .autograd import broadcast_with_grad
+    name = _name_or_generated(name, "broadcast")
+    return broadcast_with_grad(tensor, root_rank, name)
+
+
+def barrier():
+    """Returns once every rank has called barrier() (an op through the coordinator, like the
+    others: ranks must call it in the same order relative to their unnamed ops)."""
+    allreduce_(torch.zeros(1), _name_or_generated(None, "barrier"), Sum, Compression.none)
 
 
 def poll(handle):
@@ -146,7 +274,12 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the op, returns its tensor; raises ArcreduceError if it failed."""
-    return _C.synchronize(handle)
+    postscale = _forget(handle)
+    tensor = _C.synchronize(handle)
+    if postscale != 1.0:
+        with torch.no_grad():
+            tensor.mul_(postscale)
+    return tensor
 
 
 def save_state(path):
