@@ -235,6 +235,24 @@ Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
   });
 }
 
+Handle allgather_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
+  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
+    return rt.shaped_async(name, tensor, options, Collective::kAllgather);
+  });
+}
+
+Handle alltoall_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
+  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
+    return rt.shaped_async(name, tensor, options, Collective::kAlltoall);
+  });
+}
+
+Handle reducescatter_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
+  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
+    return rt.shaped_async(name, tensor, options, Collective::kReducescatter);
+  });
+}
+
 Handle refuse(const std::string& name, const std::string& reason) {
   return submit_or_reject(
       name, nullptr, [&](Runtime& rt) { return rt.refuse(name, reason, Collective::kAllreduce); });

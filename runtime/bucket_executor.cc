@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "compressors/error_feedback.h"
 #include "compressors/kernels/kernels.h"
@@ -43,6 +44,11 @@ std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEn
                                                       Stats& stats) {
   phases_.clear();
   ++stats.buckets;
+  if (shaped_by_every_rank(signature.collective)) {
+    for (TensorEntry* e : entries) run_shaped(*e, signature, stats);
+    phases_.end();
+    return nullptr;
+  }
   if (signature.collective == Collective::kBroadcast) {
     // CUDA broadcasts are refused at submission (Runtime::broadcast_async).
     run_broadcast(entries, signature, stats);
@@ -203,6 +209,86 @@ void BucketExecutor::run_dense(const std::vector<TensorEntry*>& entries,
     }
     stats.copy_seconds += seconds_since(t);
   }
+}
+
+namespace {
+
+// The output memory from the entry's allocator. A failure fails this rank's op only: the rank
+// still takes part in the collective (into `scratch`), so the others are not left waiting.
+void* allocate_output(TensorEntry& e, const std::vector<int64_t>& shape,
+                      const std::vector<int64_t>& rows, size_t bytes, std::vector<char>* scratch) {
+  std::string problem;
+  void* out = nullptr;
+  try {
+    out = e.allocate(shape, rows);
+    if (!out && bytes > 0) problem = "the output allocator returned null";
+  } catch (const std::exception& ex) {
+    problem = std::string("the output allocator threw: ") + ex.what();
+  } catch (...) {
+    problem = "the output allocator threw";
+  }
+  if (problem.empty()) return out;
+  e.failed = std::make_shared<Status>(
+      StatusCode::kInternal,
+      "tensor '" + e.name + "': " + problem + " (output shape " + shape_string(shape) + ")");
+  scratch->assign(std::max<size_t>(bytes, 1), 0);
+  return scratch->data();
+}
+
+}  // namespace
+
+void BucketExecutor::run_shaped(TensorEntry& e, const TensorSignature& signature, Stats& stats) {
+  const int size = ctx_.size, me = ctx_.rank;
+  const size_t element = dtype_size(e.signature.dtype);
+  const std::vector<int64_t>& shape = e.signature.shape;
+  size_t row_bytes = element;  // bytes of one row: the product of the dimensions after the first
+  for (size_t d = 1; d < shape.size(); ++d) row_bytes *= static_cast<size_t>(shape[d]);
+  std::vector<int64_t> rows(size);
+  std::vector<size_t> send_bytes(size), recv_bytes(size);
+  int64_t out_rows = 0;
+  if (signature.collective == Collective::kAllgather) {
+    rows = signature.extents;
+  } else if (signature.collective == Collective::kAlltoall) {
+    for (int r = 0; r < size; ++r) {
+      rows[r] = signature.extents[static_cast<size_t>(r) * size + me];
+      send_bytes[r] = static_cast<size_t>(e.signature.extents[r]) * row_bytes;
+    }
+  } else {
+    for (int r = 0; r < size; ++r) rows[r] = shape[0] / size + (r < shape[0] % size ? 1 : 0);
+  }
+  for (int r = 0; r < size; ++r) recv_bytes[r] = static_cast<size_t>(rows[r]) * row_bytes;
+  if (signature.collective == Collective::kReducescatter) {
+    out_rows = rows[me];
+  } else {
+    for (int64_t n : rows) out_rows += n;
+  }
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = out_rows;
+  const size_t out_bytes = static_cast<size_t>(out_rows) * row_bytes;
+  std::vector<char> scratch;
+  void* out = allocate_output(e, out_shape, rows, out_bytes, &scratch);
+
+  const auto t = std::chrono::steady_clock::now();
+  phases_.begin(collective_name(signature.collective), "communicate");
+  if (signature.collective == Collective::kAllgather) {
+    ctx_.comm->allgatherv(e.tensor.data, out, recv_bytes);
+  } else if (signature.collective == Collective::kAlltoall) {
+    ctx_.comm->alltoallv(e.tensor.data, send_bytes, out, recv_bytes);
+  } else {
+    // Reduced whole (the input is only read: a copy is reduced), then this rank's block kept.
+    const size_t count = static_cast<size_t>(num_elements(shape));
+    std::vector<char> work(static_cast<const char*>(e.tensor.data),
+                           static_cast<const char*>(e.tensor.data) + count * element);
+    const ScalarType type = reduce_scalar_type(e.signature.dtype);
+    ctx_.comm->allreduce(work.data(), count, type, reduce_collective_op(signature.op));
+    if (signature.op == ReduceOp::kAverage && size > 1) {
+      scale(work.data(), count, type, 1.0 / size);
+    }
+    size_t offset = 0;
+    for (int r = 0; r < me; ++r) offset += recv_bytes[r];
+    if (out_bytes > 0) std::memcpy(out, work.data() + offset, out_bytes);
+  }
+  stats.communication_seconds += seconds_since(t);
 }
 
 void BucketExecutor::run_broadcast(const std::vector<TensorEntry*>& entries,

@@ -46,6 +46,8 @@ class BucketExecutor {
   // Native-dtype dense reduction (compressor "none", warm-up steps).
   void run_dense(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                  Stats& stats, CompressorStats& cstats);
+  // allgather, alltoall, reducescatter: one entry per bucket (never fused).
+  void run_shaped(TensorEntry& entry, const TensorSignature& signature, Stats& stats);
   void run_broadcast(const std::vector<TensorEntry*>& entries, const TensorSignature& signature,
                      Stats& stats);
   // fp32 working copies through the compressor pipeline (with error feedback).

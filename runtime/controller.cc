@@ -211,7 +211,7 @@ void Controller::apply_cache_updates(const std::vector<Response>& responses) {
   for (const Response& r : responses) pending_.erase(r.name);
   std::string evicted;
   for (const Response& r : responses) {
-    if (r.code != StatusCode::kOk) continue;
+    if (r.code != StatusCode::kOk || shaped_by_every_rank(r.signature.collective)) continue;
     cache_.put(r.name, r.signature, &evicted);
     if (evicted.empty()) continue;
     auto it = pending_.find(evicted);

@@ -413,7 +413,8 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
         done[i] = true;
         const Clock::time_point callback = Clock::now();
         const std::string name = timeline_ ? entries[i].name : std::string();
-        const Clock::time_point returned = queue_.complete(entries[i], Status::OK());
+        const Clock::time_point returned =
+            queue_.complete(entries[i], entries[i].failed ? *entries[i].failed : Status::OK());
         if (timeline_) timeline_->span(name, "callback", "callback", callback, returned);
       }
     }

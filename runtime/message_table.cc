@@ -96,9 +96,16 @@ Response MessageTable::validate(const std::string& name, const Pending& p) const
     resp.error = "tensor '" + name + "' was refused on " + rank_list(refused) + ": " + *reason;
     return resp;
   }
+  // Allgather and alltoall take a first dimension of each rank's own: the rest must agree.
+  const Collective collective = p.by_rank[0]->signature.collective;
+  const bool own_first_dimension =
+      collective == Collective::kAllgather || collective == Collective::kAlltoall;
   std::vector<std::function<std::string(const TensorSignature&)>> fields = {
       [](const TensorSignature& s) { return std::string(dtype_name(s.dtype)); },
-      [](const TensorSignature& s) { return shape_string(s.shape); },
+      [own_first_dimension](const TensorSignature& s) {
+        if (!own_first_dimension || s.shape.empty()) return shape_string(s.shape);
+        return "[*" + shape_string(s.shape).substr(1 + std::to_string(s.shape[0]).size());
+      },
       [](const TensorSignature& s) { return std::string(reduce_op_name(s.op)); },
       [](const TensorSignature& s) { return std::string(device_name(s.device)); },
       [](const TensorSignature& s) { return s.compression.to_string(); },
@@ -126,6 +133,20 @@ Response MessageTable::validate(const std::string& name, const Pending& p) const
                  ")";
   } else if (problems.empty()) {
     resp.signature = first;
+    if (collective == Collective::kAllgather || collective == Collective::kAlltoall) {
+      // Every rank learns what every other contributes: allgather's first dimensions, alltoall's
+      // splits (row-major [from][to]).
+      resp.signature.extents.clear();
+      for (const auto& r : p.by_rank) {
+        const TensorSignature& s = r->signature;
+        if (collective == Collective::kAllgather) {
+          resp.signature.extents.push_back(s.shape.empty() ? 1 : s.shape[0]);
+        } else {
+          resp.signature.extents.insert(resp.signature.extents.end(), s.extents.begin(),
+                                        s.extents.end());
+        }
+      }
+    }
   } else {
     resp.code = StatusCode::kMismatch;
     resp.error = "tensor '" + name + "' was submitted differently across ranks (" + problems + ")";

@@ -241,4 +241,69 @@ Handle Runtime::refuse(const std::string& name, const std::string& reason, Colle
   return queue_.refuse(name, signature, callback, Status(StatusCode::kInvalidArgument, reason));
 }
 
+std::string Runtime::check_shaped(const std::string& name, const Tensor& tensor,
+                                  const CollectiveOptions& options, Collective collective) const {
+  std::string problem = check_tensor(name, tensor);
+  if (!problem.empty()) return problem;
+  const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
+  const std::string what = collective_name(collective);
+  if (tensor.device.kind != Device::kCPU) {
+    return who + ": " + what + " of CUDA tensors is not supported yet (docs/cuda.md)";
+  }
+  if (!options.allocate) return who + ": " + what + " needs an output allocator";
+  if (tensor.shape.empty()) {
+    return who + ": " + what + " works along the first dimension; a scalar has none";
+  }
+  if (collective == Collective::kReducescatter) {
+    AllreduceOptions reduction;
+    reduction.op = options.op;
+    reduction.compression.compressor = "none";
+    return check_allreduce(name, tensor, reduction);
+  }
+  if (collective == Collective::kAlltoall && !options.splits.empty()) {
+    if (static_cast<int>(options.splits.size()) != ctx_.size) {
+      return who + ": alltoall takes one split per rank (" + std::to_string(ctx_.size) + "), not " +
+             std::to_string(options.splits.size());
+    }
+    int64_t total = 0;
+    for (int64_t s : options.splits) {
+      if (s < 0) return who + ": alltoall split " + std::to_string(s) + " is negative";
+      total += s;
+    }
+    if (total != tensor.shape[0]) {
+      return who + ": alltoall splits sum to " + std::to_string(total) +
+             ", not the first dimension " + std::to_string(tensor.shape[0]);
+    }
+  } else if (collective == Collective::kAlltoall && tensor.shape[0] % ctx_.size != 0) {
+    return who + ": alltoall without splits needs a first dimension divisible by the " +
+           std::to_string(ctx_.size) + " ranks, not " + std::to_string(tensor.shape[0]);
+  }
+  return "";
+}
+
+Handle Runtime::shaped_async(const std::string& name, const Tensor& tensor,
+                             const CollectiveOptions& options, Collective collective) {
+  const std::string problem = check_shaped(name, tensor, options, collective);
+  if (!problem.empty()) return refuse(name, problem, collective, options.callback);
+  TensorEntry entry;
+  entry.name = name;
+  entry.tensor = tensor;
+  entry.signature.dtype = tensor.dtype;
+  entry.signature.shape = tensor.shape;
+  entry.signature.device = tensor.device.kind;
+  entry.signature.op = collective == Collective::kReducescatter ? options.op : ReduceOp::kSum;
+  entry.signature.compression = CompressionSpec{"none", 1.0, "none", ""};
+  entry.signature.collective = collective;
+  if (collective == Collective::kAlltoall) {
+    entry.signature.extents = options.splits;
+    if (entry.signature.extents.empty()) {
+      entry.signature.extents.assign(ctx_.size, tensor.shape[0] / ctx_.size);
+    }
+  }
+  entry.allocate = options.allocate;
+  entry.callback = options.callback;
+  entry.submitted = Clock::now();
+  return queue_.submit(std::move(entry));
+}
+
 }  // namespace arcreduce

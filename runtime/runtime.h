@@ -28,6 +28,9 @@ class Runtime {
                          const AllreduceOptions& options);
   Handle broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
                          const BroadcastOptions& options);
+  // allgather_async, alltoall_async and reducescatter_async (`collective` says which).
+  Handle shaped_async(const std::string& name, const Tensor& tensor,
+                      const CollectiveOptions& options, Collective collective);
   // Refuses `name` on this rank and tells the others (TensorQueue::refuse): the handle fails at
   // once with kInvalidArgument, and every other rank's op of `name` fails with `reason`.
   Handle refuse(const std::string& name, const std::string& reason, Collective collective,
@@ -50,6 +53,8 @@ class Runtime {
  private:
   // Empty when valid, else the reason naming the tensor (checks that apply to every collective).
   std::string check_tensor(const std::string& name, const Tensor& tensor) const;
+  std::string check_shaped(const std::string& name, const Tensor& tensor,
+                           const CollectiveOptions& options, Collective collective) const;
   std::string check_allreduce(const std::string& name, const Tensor& tensor,
                               const AllreduceOptions& options) const;
   TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;

@@ -71,6 +71,8 @@ void write_signature(Writer& w, const TensorSignature& s) {
   w.str(s.compression.granularity);
   w.pod<int32_t>(static_cast<int32_t>(s.collective));
   w.pod<int32_t>(s.root_rank);
+  w.pod<uint64_t>(s.extents.size());
+  for (int64_t e : s.extents) w.pod<int64_t>(e);
 }
 
 [[noreturn]] void corrupt(const std::string& what) {
@@ -109,15 +111,38 @@ TensorSignature read_signature(Reader& r) {
   if (!std::isfinite(s.compression.ratio)) corrupt("a compression ratio that is not finite");
   s.compression.error_feedback = r.str();
   s.compression.granularity = r.str();
-  s.collective = read_enum(r, Collective::kBroadcast, "collective");
+  s.collective = read_enum(r, Collective::kReducescatter, "collective");
   s.root_rank = r.pod<int32_t>();
+  const uint64_t extents = r.pod<uint64_t>();
+  if (extents > (uint64_t{1} << 24)) corrupt(std::to_string(extents) + " extents");
+  for (uint64_t i = 0; i < extents; ++i) {
+    const int64_t e = r.pod<int64_t>();
+    if (e < 0) corrupt("a negative extent " + std::to_string(e));
+    s.extents.push_back(e);
+  }
   return s;
 }
 
 }  // namespace
 
 const char* collective_name(Collective collective) {
-  return collective == Collective::kBroadcast ? "broadcast" : "allreduce";
+  switch (collective) {
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kAlltoall:
+      return "alltoall";
+    case Collective::kReducescatter:
+      return "reducescatter";
+    default:
+      return "allreduce";
+  }
+}
+
+bool shaped_by_every_rank(Collective collective) {
+  return collective == Collective::kAllgather || collective == Collective::kAlltoall ||
+         collective == Collective::kReducescatter;
 }
 
 std::string CompressionSpec::to_string() const {

@@ -26,8 +26,12 @@ struct CompressionSpec {
   std::string to_string() const;  // e.g. "arctopk(ratio=0.01, ef=ef21m)"
 };
 
-enum class Collective { kAllreduce, kBroadcast };
-const char* collective_name(Collective collective);  // "allreduce", "broadcast"
+// kAllgather, kAlltoall and kReducescatter have outputs shaped by every rank's input: they are
+// negotiated in full each time (never cached) and never fused.
+enum class Collective { kAllreduce, kBroadcast, kAllgather, kAlltoall, kReducescatter };
+const char* collective_name(Collective collective);  // "allreduce", "broadcast", ...
+// Whether the op's output shape is known only after negotiation (see above).
+bool shaped_by_every_rank(Collective collective);
 
 // Everything about one submitted tensor that must agree across ranks.
 struct TensorSignature {
@@ -38,10 +42,14 @@ struct TensorSignature {
   CompressionSpec compression;
   Collective collective = Collective::kAllreduce;
   int root_rank = 0;  // broadcast: the rank whose bytes everyone receives; 0 for allreduce
+  // In a Request: alltoall's splits (rows this rank sends to each rank). In a Response: allgather's
+  // first dimension of every rank, alltoall's splits of every rank (row-major [from][to]).
+  std::vector<int64_t> extents;
 
   bool operator==(const TensorSignature& o) const {
     return dtype == o.dtype && shape == o.shape && device == o.device && op == o.op &&
-           compression == o.compression && collective == o.collective && root_rank == o.root_rank;
+           compression == o.compression && collective == o.collective && root_rank == o.root_rank &&
+           extents == o.extents;
   }
   bool operator!=(const TensorSignature& o) const { return !(*this == o); }
   int64_t elements() const { return num_elements(shape); }

@@ -33,6 +33,11 @@ struct TensorEntry {
   // CUDA tensors without a ready_event: the runtime's event on the default stream, recorded at
   // submission (a cudaEvent_t; type-erased so this header needs no CUDA).
   std::shared_ptr<void> device_ready;
+  // allgather, alltoall, reducescatter: where the output goes (CollectiveOptions::allocate).
+  OutputAllocator allocate;
+  // Set by the executor when this rank's part failed while the collective itself went through
+  // (an output allocator that failed): the op completes with it instead of OK.
+  std::shared_ptr<Status> failed;
 };
 
 class TensorQueue {

@@ -4,23 +4,23 @@
 
 namespace arcreduce_torch {
 
-void HandleTable::hold(uint64_t handle, at::Tensor tensor) {
+void HandleTable::hold(uint64_t handle, at::Tensor tensor, std::shared_ptr<OutputSlot> output) {
   std::lock_guard<std::mutex> lock(mutex_);
-  tensors_[handle] = std::move(tensor);
+  held_[handle] = Held{std::move(tensor), std::move(output)};
 }
 
-at::Tensor HandleTable::release(uint64_t handle) {
+HandleTable::Held HandleTable::release(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = tensors_.find(handle);
-  if (it == tensors_.end()) return at::Tensor();
-  at::Tensor tensor = std::move(it->second);
-  tensors_.erase(it);
-  return tensor;
+  auto it = held_.find(handle);
+  if (it == held_.end()) return Held{};
+  Held held = std::move(it->second);
+  held_.erase(it);
+  return held;
 }
 
 size_t HandleTable::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return tensors_.size();
+  return held_.size();
 }
 
 }  // namespace arcreduce_torch

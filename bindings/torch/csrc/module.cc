@@ -2,10 +2,16 @@
 // (arcreduce/torch) wraps it; everything here is thin: checks, zero-copy views, handle table.
 // Runtime errors (a Status that is not ok, arcreduce::Error) raise arcreduce.torch.ArcreduceError
 // with the runtime's message; blocking calls release the GIL.
+#include <ATen/ATen.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pybind11/stl.h>
+
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "arcreduce/arcreduce.h"
 #include "handle_table.h"
@@ -45,16 +51,62 @@ uint64_t broadcast_async(const at::Tensor& tensor, const std::string& name, int 
   return handle;
 }
 
+// Collective kinds of shaped_async (Python passes them by number).
+enum class Shaped { kAllgather = 0, kAlltoall = 1, kReducescatter = 2 };
+
+// allgather, alltoall, reducescatter: the output is a new tensor of the input's dtype, allocated
+// by the runtime's callback once every rank's shape is known (any thread: no GIL needed).
+uint64_t shaped_async(const at::Tensor& tensor, const std::string& name, int kind, int op,
+                      std::vector<int64_t> splits) {
+  arcreduce::Tensor view = view_of(tensor, name, Use::kBroadcast);
+  auto slot = std::make_shared<OutputSlot>();
+  arcreduce::CollectiveOptions options;
+  options.op = static_cast<arcreduce::ReduceOp>(op);  // checked by the runtime
+  options.splits = std::move(splits);
+  const c10::ScalarType dtype = tensor.scalar_type();
+  options.allocate = [slot, dtype](const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& rows) -> void* {
+    slot->tensor = at::empty(shape, at::TensorOptions().dtype(dtype));
+    slot->rows = rows;
+    return slot->tensor.numel() > 0 ? slot->tensor.data_ptr() : nullptr;
+  };
+  uint64_t handle = 0;
+  switch (static_cast<Shaped>(kind)) {
+    case Shaped::kAllgather:
+      handle = arcreduce::allgather_async(name, view, std::move(options));
+      break;
+    case Shaped::kAlltoall:
+      handle = arcreduce::alltoall_async(name, view, std::move(options));
+      break;
+    default:
+      handle = arcreduce::reducescatter_async(name, view, std::move(options));
+  }
+  table().hold(handle, tensor, slot);
+  return handle;
+}
+
+arcreduce::Status wait(uint64_t handle) {
+  py::gil_scoped_release release;
+  return arcreduce::synchronize(handle);
+}
+
 // Waits for `handle`; returns the tensor it worked on (None for an unknown handle's error).
 at::Tensor synchronize(uint64_t handle) {
-  arcreduce::Status status;
-  {
-    py::gil_scoped_release release;
-    status = arcreduce::synchronize(handle);
-  }
-  at::Tensor tensor = table().release(handle);
+  const arcreduce::Status status = wait(handle);
+  HandleTable::Held held = table().release(handle);
   if (!status.ok()) throw arcreduce::Error(status.message(), status.code());
-  return tensor;
+  return held.output ? held.output->tensor : held.tensor;
+}
+
+// Waits for a shaped_async handle; returns (output, rows per rank).
+std::pair<at::Tensor, std::vector<int64_t>> synchronize_output(uint64_t handle) {
+  const arcreduce::Status status = wait(handle);
+  HandleTable::Held held = table().release(handle);
+  if (!status.ok()) throw arcreduce::Error(status.message(), status.code());
+  if (!held.output)
+    throw arcreduce::Error("handle " + std::to_string(handle) + " has no output",
+                           arcreduce::StatusCode::kInvalidArgument);
+  return {held.output->tensor, held.output->rows};
 }
 
 py::dict stats_dict() {
@@ -134,6 +186,9 @@ PYBIND11_MODULE(_C, m) {
       py::arg("name"), py::arg("reason"));
   m.def("poll", &arcreduce::poll, py::arg("handle"));
   m.def("synchronize", &synchronize, py::arg("handle"));
+  m.def("shaped_async", &shaped_async, py::arg("tensor"), py::arg("name"), py::arg("kind"),
+        py::arg("op"), py::arg("splits"));
+  m.def("synchronize_output", &synchronize_output, py::arg("handle"));
   m.def("held_tensors", [] { return table().size(); });
   m.def(
       "save_state", [](const std::string& path) { arcreduce::save_state(path); },

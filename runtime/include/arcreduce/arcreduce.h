@@ -56,6 +56,20 @@ Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
 Status broadcast(const std::string& name, Tensor tensor, int root_rank,
                  BroadcastOptions options = {});
 
+// Collectives whose output is shaped by every rank's input, negotiated like allreduce (same name
+// rules, handles and refusals), never compressed, fused or cached, CPU tensors only. The output
+// goes to memory from options.allocate (see OutputAllocator); the input is only read.
+// allgather: every rank's tensor, concatenated along the first dimension in rank order; the first
+// dimension may differ across ranks, the other dimensions and the dtype must agree.
+Handle allgather_async(const std::string& name, Tensor tensor, CollectiveOptions options);
+// alltoall: rank r's rows [sum(splits[:j]), +splits[j]) go to rank j; each rank's output holds
+// what it received, in rank order (rows per sender: the allocator's `rows`).
+Handle alltoall_async(const std::string& name, Tensor tensor, CollectiveOptions options);
+// reducescatter: the reduction (options.op) of every rank's tensor (same shape everywhere), of
+// which rank r keeps its block of the first dimension: n / size() rows, one more for the first
+// n % size() ranks.
+Handle reducescatter_async(const std::string& name, Tensor tensor, CollectiveOptions options);
+
 // For bindings that refuse an op before it reaches the runtime (an input the binding cannot
 // express): this rank will not submit `name`, and the other ranks' op of that name fails with
 // kInvalidArgument and `reason` instead of waiting for it. Returns a handle already complete with

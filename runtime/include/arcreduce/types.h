@@ -71,6 +71,26 @@ struct BroadcastOptions {
   std::function<void(const Status&)> callback;
 };
 
+// Memory for the output of an op whose shape is known only once every rank has submitted
+// (allgather, alltoall, reducescatter). Called once, on the coordinator thread, with the output's
+// shape and, per rank, the output rows (first dimension) that come from that rank (allgather,
+// alltoall) or that it receives (reducescatter). Returns memory for num_elements(shape) elements
+// of the input's dtype that stays valid until the op completes. Throwing, or returning null for
+// a non-empty output, fails the op on this rank only: the others complete.
+using OutputAllocator =
+    std::function<void*(const std::vector<int64_t>& shape, const std::vector<int64_t>& rows)>;
+
+// Options of allgather_async, alltoall_async and reducescatter_async; an aggregate.
+struct CollectiveOptions {
+  OutputAllocator allocate;  // required
+  // Fired exactly once on the coordinator thread when the op completes (result or error).
+  std::function<void(const Status&)> callback;
+  ReduceOp op = ReduceOp::kSum;  // reducescatter: the reduction (allreduce's rules of dtype)
+  // alltoall: rows of the input (first dimension) sent to each rank, one entry per rank, summing
+  // to the first dimension; empty: an equal share each (the first dimension divides by size()).
+  std::vector<int64_t> splits;
+};
+
 // Number of elements of a shape (1 for a scalar); -1 if a dimension is negative.
 int64_t num_elements(const std::vector<int64_t>& shape);
 // Bytes of one element of `dtype`.

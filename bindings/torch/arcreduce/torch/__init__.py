@@ -40,10 +40,28 @@ from .mpi_ops import (
     stats,
     synchronize,
 )
+from .collectives import (
+    allgather,
+    allgather_async,
+    allgather_object,
+    alltoall,
+    alltoall_async,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    grouped_reducescatter,
+    reducescatter,
+    reducescatter_async,
+)
 from .functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from .optimizer import DistributedOptimizer
 
 __all__ = [
+    "allgather", "allgather_async", "allgather_object", "alltoall", "alltoall_async",
+    "grouped_allgather", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "grouped_reducescatter", "reducescatter", "reducescatter_async",
     "Adasum", "barrier", "Max", "Min", "Product", "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
     "allreduce_async_", "broadcast", "broadcast_", "broadcast_async_", "config", "init",
     "is_initialized", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",

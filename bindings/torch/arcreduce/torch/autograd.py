@@ -4,7 +4,8 @@ the root and zero elsewhere. The backward ops run under the forward's name + ".g
 order autograd runs them, which is the same on every rank for the same graph."""
 import torch
 
-from .mpi_ops import Average, Compression, Sum, allreduce_, broadcast_, rank
+from .mpi_ops import (Average, Compression, Sum, _synchronize_rows, allreduce_, broadcast_, rank,
+                      size)
 
 
 def _copy(tensor):
@@ -61,3 +62,91 @@ def broadcast_with_grad(tensor, root_rank, name):
     if not isinstance(tensor, torch.Tensor):
         return broadcast_(tensor, root_rank, name)
     return broadcast_(_copy(tensor), root_rank, name)
+
+
+def _gathered(tensor, name):
+    from .collectives import allgather_async
+    return _synchronize_rows(allgather_async(tensor, name))
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        out, rows = _gathered(tensor.detach(), name)
+        ctx.args = (name + ".grad", rows)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        name, rows = ctx.args
+        # Every rank's output holds this rank's rows: their gradient is the sum over ranks.
+        summed = allreduce_(_copy(grad), name, Sum, Compression.none)
+        first = sum(rows[:rank()])
+        return summed.narrow(0, first, rows[rank()]), None
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        from .collectives import alltoall_async
+        out, received = _synchronize_rows(alltoall_async(tensor.detach(), splits, name))
+        ctx.args = (name + ".grad", received)
+        splits_out = torch.tensor(received, dtype=torch.int64)
+        ctx.mark_non_differentiable(splits_out)
+        return out, splits_out
+
+    @staticmethod
+    def backward(ctx, grad, _splits_grad):
+        from .collectives import alltoall_async
+        name, received = ctx.args
+        # The rows go back where they came from.
+        back, _ = _synchronize_rows(alltoall_async(_copy(grad), received, name))
+        return back, None, None
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        from .collectives import reducescatter_async
+        ctx.args = (name + ".grad", op, prescale_factor * postscale_factor)
+        out, _ = _synchronize_rows(reducescatter_async(tensor.detach(), name, op,
+                                                       prescale_factor, postscale_factor))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        name, op, factor = ctx.args
+        # Rank r's block of the output depends on every rank's rows of that block.
+        gathered, _ = _gathered(_copy(grad), name)
+        scale = factor / size() if op == Average else factor
+        if scale != 1.0:
+            gathered = gathered * scale
+        return gathered, None, None, None, None
+
+
+def allgather_with_grad(tensor, name):
+    if _tracked(tensor):
+        return _Allgather.apply(tensor, name)
+    if not isinstance(tensor, torch.Tensor):
+        from .collectives import allgather_async
+        return allgather_async(tensor, name)  # raises, naming the problem on every rank
+    return _gathered(tensor, name)[0]
+
+
+def alltoall_with_grad(tensor, splits, name):
+    if _tracked(tensor):
+        return _Alltoall.apply(tensor, splits, name)
+    from .collectives import alltoall_async
+    from .mpi_ops import synchronize
+    return synchronize(alltoall_async(tensor, splits, name))
+
+
+def reducescatter_with_grad(tensor, name, op, prescale_factor, postscale_factor):
+    from .collectives import reducescatter_async
+    from .mpi_ops import synchronize
+    if _tracked(tensor):
+        if op not in (Average, Sum):
+            raise ValueError(f"tensor '{name}': autograd through reducescatter is defined for "
+                             f"Average and Sum, not {op!r}; reduce a detached tensor")
+        return _Reducescatter.apply(tensor, name, op, prescale_factor, postscale_factor)
+    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor))

@@ -155,6 +155,10 @@ def _submitted(handle, name, postscale=1.0):
     return handle
 
 
+# Handles of ops with an output of their own (allgather, alltoall, reducescatter): their kind.
+_output_kind = {}
+
+
 def _forget(handle):
     name = _name_of.pop(handle, None)
     if name is not None and _handle_of.get(name) == handle:
@@ -269,16 +273,52 @@ def barrier():
 
 def poll(handle):
     """True when the op of ``handle`` has completed (synchronize() will not block)."""
+    if isinstance(handle, tuple):  # collectives.GroupHandle
+        return all(_C.poll(h) for h in handle)
     return _C.poll(handle)
 
 
-def synchronize(handle):
-    """Waits for the op, returns its tensor; raises ArcreduceError if it failed."""
+def _synchronize_group(group):
+    """Synchronizes every handle of a group, then raises the first error (nothing is left in
+    flight); returns the list of results."""
+    out, error = [], None
+    for h in group:
+        try:
+            out.append(synchronize(h))
+        except Exception as e:  # noqa: BLE001
+            error = error or e
+    if error is not None:
+        raise error
+    return out
+
+
+def _synchronize_rows(handle):
+    """synchronize() of an allgather, alltoall or reducescatter handle: (output, rows per rank)."""
     postscale = _forget(handle)
-    tensor = _C.synchronize(handle)
+    _output_kind.pop(handle, None)
+    tensor, rows = _C.synchronize_output(handle)
     if postscale != 1.0:
         with torch.no_grad():
             tensor.mul_(postscale)
+    return tensor, rows
+
+
+def synchronize(handle):
+    """Waits for the op, returns its tensor (an alltoall's: the output and the rows received
+    from each rank); raises ArcreduceError if it failed."""
+    if isinstance(handle, tuple):  # collectives.GroupHandle
+        return _synchronize_group(handle)
+    postscale = _forget(handle)
+    kind = _output_kind.pop(handle, None)
+    if kind is None:
+        tensor = _C.synchronize(handle)
+    else:
+        tensor, rows = _C.synchronize_output(handle)
+    if postscale != 1.0:
+        with torch.no_grad():
+            tensor.mul_(postscale)
+    if kind == "alltoall":
+        return tensor, torch.tensor(rows, dtype=torch.int64)
     return tensor
 
 
