@@ -16,11 +16,13 @@ def test_non_contiguous_tensor_is_a_value_error(runtime):
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
-def test_integer_average_is_refused_on_every_rank(runtime, dtype):
-    # The average of integers is not exact (Sum, Min, Max and Product are: test_reduce_ops.py).
-    with pytest.raises(arc.ArcreduceError, match=r"tensor 'ints' on rank \d: the average of "
-                                                 r"dtype .* is not exact"):
-        arc.allreduce_(torch.zeros(3, dtype=dtype), "ints")
+def test_integer_average_truncates_and_bool_sums_are_refused(runtime, dtype):
+    # As Horovod: the sum over ranks divided by their number, truncated toward zero (the runtime
+    # reduces integers exactly; the binding divides).
+    values = torch.tensor([7, 100, 1], dtype=dtype) * (arc.rank() + 1)
+    total = torch.tensor([7, 100, 1], dtype=torch.int64) * sum(range(1, arc.size() + 1))
+    expected = torch.div(total.to(dtype), arc.size(), rounding_mode="trunc")
+    assert torch.equal(arc.allreduce(values, "ints", compression="none"), expected)
     with pytest.raises(arc.ArcreduceError, match=r"allreduce of bool takes min \(and\)"):
         arc.allreduce_(torch.zeros(3, dtype=torch.bool), "bools", op=arc.Sum)
     with pytest.raises(arc.ArcreduceError, match=r"compressor 'topk' applies to sums and averages "

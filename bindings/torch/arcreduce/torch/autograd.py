@@ -1,7 +1,10 @@
-"""Autograd through the out-of-place collectives, as in Horovod: the gradient of an allreduce is
-the same reduction of the output's gradient; of a broadcast, the sum of every rank's gradient on
-the root and zero elsewhere. The backward ops run under the forward's name + ".grad", in the
-order autograd runs them, which is the same on every rank for the same graph."""
+"""Autograd through the out-of-place collectives, with Horovod's gradients (so code ported from
+Horovod trains the same): an allreduce's is the same reduction of the output's gradient; a
+broadcast's, the average over ranks on the root and zero elsewhere; an allgather's, this rank's
+rows of the average over ranks; an alltoall's, the rows sent back where they came from; a
+reducescatter's, the allgather of the gradients (times the number of ranks for Sum). The
+backward ops run under the forward's name + ".grad", in the order autograd runs them, which is
+the same on every rank for the same graph."""
 import torch
 
 from .mpi_ops import (Average, Compression, Sum, _synchronize_rows, allreduce_, broadcast_, rank,
@@ -35,10 +38,10 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         root_rank, name = ctx.args
-        summed = allreduce_(_copy(grad), name, Sum, Compression.none)
+        averaged = allreduce_(_copy(grad), name, Average, Compression.none)
         if rank() != root_rank:
-            summed.zero_()
-        return summed, None, None
+            averaged.zero_()
+        return averaged, None, None
 
 
 def _tracked(tensor):
@@ -79,10 +82,10 @@ class _Allgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         name, rows = ctx.args
-        # Every rank's output holds this rank's rows: their gradient is the sum over ranks.
-        summed = allreduce_(_copy(grad), name, Sum, Compression.none)
+        # Every rank's output holds this rank's rows: Horovod averages their gradients.
+        averaged = allreduce_(_copy(grad), name, Average, Compression.none)
         first = sum(rows[:rank()])
-        return summed.narrow(0, first, rows[rank()]), None
+        return averaged.narrow(0, first, rows[rank()]), None
 
 
 class _Alltoall(torch.autograd.Function):
@@ -118,7 +121,7 @@ class _Reducescatter(torch.autograd.Function):
         name, op, factor = ctx.args
         # Rank r's block of the output depends on every rank's rows of that block.
         gathered, _ = _gathered(_copy(grad), name)
-        scale = factor / size() if op == Average else factor
+        scale = factor * size() if op == Sum else factor
         if scale != 1.0:
             gathered = gathered * scale
         return gathered, None, None, None, None
@@ -135,10 +138,12 @@ def allgather_with_grad(tensor, name):
 
 def alltoall_with_grad(tensor, splits, name):
     if _tracked(tensor):
-        return _Alltoall.apply(tensor, splits, name)
-    from .collectives import alltoall_async
-    from .mpi_ops import synchronize
-    return synchronize(alltoall_async(tensor, splits, name))
+        out, received = _Alltoall.apply(tensor, splits, name)
+    else:
+        from .collectives import alltoall_async
+        from .mpi_ops import synchronize
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+    return out if splits is None else (out, received)
 
 
 def reducescatter_with_grad(tensor, name, op, prescale_factor, postscale_factor):

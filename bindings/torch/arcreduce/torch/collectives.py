@@ -7,9 +7,9 @@ import io
 import torch
 
 from . import _C
-from .mpi_ops import (Average, Sum, _check_factor, _check_not_in_flight, _name_or_generated,
-                      _output_kind, _RefusedOnEveryRank, _REDUCE_OPS, _submitted, allreduce_async_,
-                      synchronize)
+from .mpi_ops import (Average, Sum, _check_factor, _check_not_in_flight, _integer_average,
+                      _name_or_generated, _output_kind, _refuse_adasum, _RefusedOnEveryRank,
+                      _REDUCE_OPS, _scale_, _submitted, allreduce_async_, size, synchronize)
 
 _KINDS = {"allgather": 0, "alltoall": 1, "reducescatter": 2}
 
@@ -21,22 +21,46 @@ def _submit(kind, tensor, name, op=Sum, splits=None, prescale_factor=1.0, postsc
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor '{name}' must be a torch.Tensor, not "
                             f"{type(tensor).__name__}")
+        _refuse_adasum(op, name)
         if op not in _REDUCE_OPS:
             raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
                              f"not {op!r}")
         prescale = _check_factor(prescale_factor, "prescale_factor", name)
         postscale = _check_factor(postscale_factor, "postscale_factor", name)
+        op, divide_by = _integer_average(tensor, op) if kind == "reducescatter" else (op, 1)
         if splits is None:
             splits = []
         elif isinstance(splits, torch.Tensor):
-            splits = [int(s) for s in splits.tolist()]
-        else:
-            splits = [int(s) for s in splits]
+            if splits.is_floating_point() or splits.is_complex() or splits.dim() != 1:
+                raise ValueError(f"tensor '{name}': splits must be a 1-D integer tensor, not "
+                                 f"{splits.dtype} of shape {tuple(splits.shape)}")
+            splits = splits.tolist()
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in splits):
+            raise ValueError(f"tensor '{name}': splits must be integers, one per rank")
+        if kind == "alltoall":
+            _check_alltoall(tensor, splits, name)
         if prescale != 1.0:
-            tensor = tensor * prescale
+            tensor = tensor.clone()
+            _scale_(tensor, prescale)
         handle = _C.shaped_async(tensor, name, _KINDS[kind], _REDUCE_OPS[op], splits)
     _output_kind[handle] = kind
-    return _submitted(handle, name, postscale)
+    return _submitted(handle, name, postscale, divide_by)
+
+
+def _check_alltoall(tensor, splits, name):
+    """What this rank can tell alone, as ValueError (as Horovod); the runtime checks again."""
+    if tensor.dim() == 0:
+        raise ValueError(f"tensor '{name}': alltoall works along the first dimension; a scalar "
+                         "has none")
+    if not splits:
+        if tensor.shape[0] % size() != 0:
+            raise ValueError(f"tensor '{name}': alltoall without splits needs a first dimension "
+                             f"divisible by the {size()} ranks, not {tensor.shape[0]}")
+        return
+    if len(splits) != size() or any(s < 0 for s in splits) or sum(splits) != tensor.shape[0]:
+        raise ValueError(f"tensor '{name}': alltoall takes one non-negative split per rank "
+                         f"({size()}) summing to the first dimension {tensor.shape[0]}, not "
+                         f"{splits}")
 
 
 def allgather_async(tensor, name=None):
@@ -53,8 +77,11 @@ def allgather(tensor, name=None):
 
 
 def grouped_allgather(tensors, name=None):
-    """Allgathers of a list of tensors, submitted together; returns the list of outputs."""
+    """Allgathers of a list of tensors, submitted together; returns the list of outputs
+    (differentiable like allgather)."""
     base = _name_or_generated(name, "grouped_allgather")
+    if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
+        return [allgather(t, f"{base}.{i}") for i, t in enumerate(tensors)]
     handles = [allgather_async(t, f"{base}.{i}") for i, t in enumerate(tensors)]
     return _wait_all(handles)
 
@@ -83,7 +110,8 @@ def alltoall_async(tensor, splits=None, name=None):
 
 
 def alltoall(tensor, splits=None, name=None):
-    """Blocking alltoall: returns (output, received_splits); differentiable."""
+    """Blocking alltoall: returns the output, and with ``splits`` given (output,
+    received_splits), as Horovod; differentiable."""
     from .autograd import alltoall_with_grad
     return alltoall_with_grad(tensor, splits, _name_or_generated(name, "alltoall"))
 
@@ -106,6 +134,9 @@ def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
 def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
                           postscale_factor=1.0):
     base = _name_or_generated(name, "grouped_reducescatter")
+    if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
+        return [reducescatter(t, f"{base}.{i}", op, prescale_factor, postscale_factor)
+                for i, t in enumerate(tensors)]
     handles = [reducescatter_async(t, f"{base}.{i}", op, prescale_factor, postscale_factor)
                for i, t in enumerate(tensors)]
     return _wait_all(handles)

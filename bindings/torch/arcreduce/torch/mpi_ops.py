@@ -147,12 +147,44 @@ def _check_not_in_flight(name):
                          "name)")
 
 
-def _submitted(handle, name, postscale=1.0):
+def _submitted(handle, name, postscale=1.0, divide_by=1):
+    """Records the op of `handle`; synchronize() applies `postscale` (and, for an integer
+    Average reduced as Sum, the truncating division by `divide_by`) to its result."""
     _handle_of[name] = handle
     _name_of[handle] = name
-    if postscale != 1.0:
-        _postscale[handle] = postscale
+    if postscale != 1.0 or divide_by != 1:
+        _postscale[handle] = (postscale, divide_by)
     return handle
+
+
+def _scale_(tensor, factor):
+    """tensor *= factor in place, as Horovod scales: integers in float64, then truncated; float16
+    and bfloat16 in float32."""
+    with torch.no_grad():
+        if tensor.is_floating_point() and tensor.element_size() >= 4:
+            tensor.mul_(factor)
+        elif tensor.is_floating_point():
+            tensor.copy_(tensor.float() * factor)
+        else:
+            tensor.copy_(tensor.double() * factor)
+
+
+def _finish(tensor, post):
+    postscale, divide_by = post
+    if divide_by != 1:
+        with torch.no_grad():
+            tensor.copy_(torch.div(tensor, divide_by, rounding_mode="trunc"))
+    if postscale != 1.0:
+        _scale_(tensor, postscale)
+
+
+def _integer_average(tensor, op):
+    """Horovod averages integer tensors as the sum divided by the number of ranks, truncated:
+    (op to submit, divisor). The runtime itself reduces integers only exactly."""
+    if op == Average and isinstance(tensor, torch.Tensor) and not tensor.is_floating_point() \
+            and not tensor.is_complex() and tensor.dtype != torch.bool:
+        return Sum, size()
+    return op, 1
 
 
 # Handles of ops with an output of their own (allgather, alltoall, reducescatter): their kind.
@@ -163,7 +195,7 @@ def _forget(handle):
     name = _name_of.pop(handle, None)
     if name is not None and _handle_of.get(name) == handle:
         del _handle_of[name]
-    return _postscale.pop(handle, 1.0)
+    return _postscale.pop(handle, (1.0, 1))
 
 
 class _RefusedOnEveryRank:
@@ -178,9 +210,15 @@ class _RefusedOnEveryRank:
         return self
 
     def __exit__(self, kind, error, _traceback):
-        if kind is not None and issubclass(kind, (TypeError, ValueError)):
+        if kind is not None and issubclass(kind, (TypeError, ValueError, NotImplementedError)):
             _C.refuse(self.name, f"{kind.__name__}: {error}")
         return False
+
+
+def _refuse_adasum(op, name):
+    if op == Adasum:
+        raise NotImplementedError(f"tensor '{name}': op Adasum is not supported by arcreduce "
+                                  "(docs/pytorch.md, \"Limits\"); use Average or Sum")
 
 
 def _check_factor(factor, which, name):
@@ -205,24 +243,28 @@ def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_f
     _check_not_in_flight(name)
     with _RefusedOnEveryRank(name):
         _check_tensor(tensor, name)
-        if op == Adasum:
-            raise ValueError(f"tensor '{name}': op Adasum is not supported by arcreduce "
-                             "(docs/pytorch.md, \"Not supported\"); use Average or Sum")
+        _refuse_adasum(op, name)
         if op not in _REDUCE_OPS:
             raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
                              f"not {op!r}")
         prescale = _check_factor(prescale_factor, "prescale_factor", name)
         postscale = _check_factor(postscale_factor, "postscale_factor", name)
         c = Compression.of(compression)
+        op, divide_by = _integer_average(tensor, op)
         if prescale != 1.0:
-            if not tensor.is_floating_point():
-                raise TypeError(f"tensor '{name}': prescale_factor needs a floating-point "
-                                f"tensor, not {tensor.dtype}")
-            with torch.no_grad():
-                tensor.mul_(prescale)
+            _scale_(tensor, prescale)
         handle = _C.allreduce_async_(tensor, name, _REDUCE_OPS[op], c.compressor, c.ratio,
                                      c.error_feedback, c.granularity)
-    return _submitted(handle, name, postscale)
+    return _submitted(handle, name, postscale, divide_by)
+
+
+def allreduce_async(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
+                    postscale_factor=1.0):
+    """Out-of-place allreduce_async_: reduces a copy, ``tensor`` is left unchanged;
+    synchronize() returns the new tensor."""
+    copy = tensor.detach().clone(memory_format=torch.contiguous_format) if isinstance(
+        tensor, torch.Tensor) else tensor
+    return allreduce_async_(copy, name, op, compression, prescale_factor, postscale_factor)
 
 
 def allreduce_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
@@ -251,6 +293,13 @@ def broadcast_async_(tensor, root_rank, name=None):
             raise TypeError(f"root_rank must be an int, not {type(root_rank).__name__}")
         handle = _C.broadcast_async_(tensor, name, root_rank)
     return _submitted(handle, name)
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    """Out-of-place broadcast_async_: synchronize() returns a new tensor."""
+    copy = tensor.detach().clone(memory_format=torch.contiguous_format) if isinstance(
+        tensor, torch.Tensor) else tensor
+    return broadcast_async_(copy, root_rank, name)
 
 
 def broadcast_(tensor, root_rank, name=None):
@@ -294,12 +343,10 @@ def _synchronize_group(group):
 
 def _synchronize_rows(handle):
     """synchronize() of an allgather, alltoall or reducescatter handle: (output, rows per rank)."""
-    postscale = _forget(handle)
+    post = _forget(handle)
     _output_kind.pop(handle, None)
     tensor, rows = _C.synchronize_output(handle)
-    if postscale != 1.0:
-        with torch.no_grad():
-            tensor.mul_(postscale)
+    _finish(tensor, post)
     return tensor, rows
 
 
@@ -308,15 +355,13 @@ def synchronize(handle):
     from each rank); raises ArcreduceError if it failed."""
     if isinstance(handle, tuple):  # collectives.GroupHandle
         return _synchronize_group(handle)
-    postscale = _forget(handle)
+    post = _forget(handle)
     kind = _output_kind.pop(handle, None)
     if kind is None:
         tensor = _C.synchronize(handle)
     else:
         tensor, rows = _C.synchronize_output(handle)
-    if postscale != 1.0:
-        with torch.no_grad():
-            tensor.mul_(postscale)
+    _finish(tensor, post)
     if kind == "alltoall":
         return tensor, torch.tensor(rows, dtype=torch.int64)
     return tensor

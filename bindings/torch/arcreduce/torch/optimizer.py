@@ -148,10 +148,10 @@ class _DistributedOptimizer:
                 raise RuntimeError("step() inside skip_synchronize() while gradients are being "
                                    "reduced: call synchronize() before the block")
         elif self._arc_synchronized:
-            warnings.warn("optimizer.step() called after optimizer.synchronize() without "
-                          "optimizer.skip_synchronize(); the gradients are not reduced twice, "
-                          "but use `with optimizer.skip_synchronize(): optimizer.step()` to say "
-                          "so", stacklevel=2)
+            warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                          "context after optimizer.synchronize(); the gradients are not reduced "
+                          "twice, but use `with optimizer.skip_synchronize(): optimizer.step()` "
+                          "to say so", stacklevel=2)
         else:
             self.synchronize()
         carries = self._arc_pairing is not None and self._arc_pairing[1]

@@ -1,0 +1,1 @@
+"""A stand-in for the horovod package that maps horovod.torch onto arcreduce.torch."""
