@@ -253,6 +253,14 @@ Handle reducescatter_async(const std::string& name, Tensor tensor, CollectiveOpt
   });
 }
 
+int join() {
+  std::unique_lock<std::mutex> lock(g_mutex);
+  std::shared_ptr<Runtime> rt = current_runtime();
+  if (!rt) running_runtime("join");  // throws: not initialised
+  lock.unlock();                     // rt keeps the runtime alive while this call waits
+  return rt->join();
+}
+
 Handle refuse(const std::string& name, const std::string& reason) {
   return submit_or_reject(
       name, nullptr, [&](Runtime& rt) { return rt.refuse(name, reason, Collective::kAllreduce); });

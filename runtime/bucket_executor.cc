@@ -44,6 +44,10 @@ std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEn
                                                       Stats& stats) {
   phases_.clear();
   ++stats.buckets;
+  if (signature.collective == Collective::kJoin) {  // negotiated only: nothing to move
+    phases_.end();
+    return nullptr;
+  }
   if (shaped_by_every_rank(signature.collective)) {
     for (TensorEntry* e : entries) run_shaped(*e, signature, stats);
     phases_.end();

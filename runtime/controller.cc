@@ -52,6 +52,18 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
   for (const auto& kv : pending_) {
     if (kv.second.slot >= 0) set_bit(ready, static_cast<size_t>(kv.second.slot));
   }
+  if (joined()) {
+    // A joined rank is ready for every cached allreduce (the others' bits decide); any other
+    // cached collective is renegotiated, so that rank 0 fails it, naming this rank.
+    for (size_t slot = 0; slot < cache_.capacity(); ++slot) {
+      if (cache_.name(slot).empty()) continue;
+      if (cache_.signature(slot).collective == Collective::kAllreduce) {
+        set_bit(ready, slot);
+      } else {
+        clear_bit(valid, slot);
+      }
+    }
+  }
   for (size_t slot : invalid_local) {
     clear_bit(ready, slot);
     clear_bit(valid, slot);
@@ -211,7 +223,7 @@ void Controller::apply_cache_updates(const std::vector<Response>& responses) {
   for (const Response& r : responses) pending_.erase(r.name);
   std::string evicted;
   for (const Response& r : responses) {
-    if (r.code != StatusCode::kOk || shaped_by_every_rank(r.signature.collective)) continue;
+    if (r.code != StatusCode::kOk || !cacheable(r.signature.collective)) continue;
     cache_.put(r.name, r.signature, &evicted);
     if (evicted.empty()) continue;
     auto it = pending_.find(evicted);

@@ -43,6 +43,9 @@ class Controller {
                       bool trial_done, Stats& stats);
   // Whether this rank has submitted tensors that are not yet ready on every rank.
   bool has_pending() const { return !pending_.empty(); }
+  // Whether this rank has joined (its join() is being negotiated): it then takes part in the
+  // other ranks' allreduces with zeros (Coordinator::execute).
+  bool joined() const { return pending_.count(kJoinName) > 0; }
 
  private:
   struct Pending {

@@ -355,13 +355,34 @@ void Coordinator::record_bucket(size_t position, const std::vector<TensorEntry*>
   }
 }
 
+TensorEntry Coordinator::zeros_for(const Response& resp) {
+  joined_zeros_.emplace_back(resp.signature.bytes(), 0);
+  TensorEntry entry;
+  entry.name = resp.name;
+  entry.tensor = Tensor{joined_zeros_.back().data(), resp.signature.dtype, resp.signature.shape};
+  entry.signature = resp.signature;
+  entry.submitted = Clock::now();
+  return entry;  // handle 0: completing it does nothing
+}
+
 void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
+  joined_zeros_.clear();
   std::vector<TensorEntry> entries;
   std::vector<TensorSignature> signatures;
   entries.reserve(plan.responses.size());
   for (const Response& resp : plan.responses) {
     TensorEntry entry;
     if (!queue_.take_entry(resp.name, &entry)) {
+      const bool joined = queue_.has_in_flight(kJoinName);
+      // Not submitted here while this rank has joined: an error is the others' to report; an
+      // allreduce gets this rank's zeros (as Horovod's join).
+      if (resp.code != StatusCode::kOk && joined) continue;
+      if (joined && resp.signature.collective == Collective::kAllreduce &&
+          resp.signature.device == Device::kCPU) {
+        entries.push_back(zeros_for(resp));
+        signatures.push_back(resp.signature);
+        continue;
+      }
       throw Error("negotiated tensor '" + resp.name + "' is not in flight on this rank",
                   StatusCode::kInternal);
     }
@@ -374,6 +395,7 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
       queue_.complete(entry, Status(resp.code, resp.error));
       continue;
     }
+    if (resp.signature.collective == Collective::kJoin) last_joined_ = resp.signature.root_rank;
     entries.push_back(std::move(entry));
     signatures.push_back(resp.signature);
   }

@@ -33,10 +33,14 @@ class Coordinator {
   Stats stats() const;
   // Safe from any thread, also while shutdown() joins the thread on another.
   bool on_coordinator_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
+  // The rank that joined last in the latest completed join (-1 before any).
+  int last_joined() const { return last_joined_.load(); }
 
  private:
   void loop();
   void execute(const CyclePlan& plan, Clock::time_point negotiated);
+  // A joined rank's part in an allreduce it did not submit: zeros of the response's signature.
+  TensorEntry zeros_for(const Response& resp);
   void publish();
   // Timeline records of one executed bucket (rank 0 with ARCREDUCE_TIMELINE only).
   void record_bucket(size_t position, const std::vector<TensorEntry*>& members,
@@ -83,6 +87,8 @@ class Coordinator {
   // of the cycle's tensors not yet completed: for the message of a communication timeout.
   std::string activity_;
   std::vector<std::string> executing_;
+  std::deque<std::vector<char>> joined_zeros_;  // zeros_for()'s buffers, for one execute()
+  std::atomic<int> last_joined_{-1};
   std::string timeout_message_;
 };
 

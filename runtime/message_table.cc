@@ -1,5 +1,6 @@
 #include "runtime/message_table.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 
@@ -61,9 +62,75 @@ void MessageTable::add(int rank, const Request& request, Clock::time_point now,
   p.by_rank[rank] = request;
   ++p.count;
   if (!request.refusal.empty()) ++p.refusals;
-  if (p.count < world_size_) return;
-  out->push_back(validate(request.name, p));
+  const bool join = request.refusal.empty() && request.signature.collective == Collective::kJoin;
+  if (join && p.count < world_size_) {
+    joined_[rank] = true;
+    complete_for_joined(now, out);
+    return;
+  }
+  if (!complete(p)) return;
+  if (join) {
+    // Every rank has joined: the last one is this request's.
+    Response resp = validate(request.name, p);
+    resp.signature.root_rank = rank;
+    out->push_back(std::move(resp));
+    std::fill(joined_.begin(), joined_.end(), false);
+  } else {
+    out->push_back(p.count < world_size_ ? validate_with_joined(request.name, p)
+                                         : validate(request.name, p));
+  }
   requeue_later(it, now, out);
+}
+
+bool MessageTable::complete(const Pending& p) const {
+  if (p.count == world_size_) return true;
+  // A join waits for every rank's own request, not for the joined set.
+  for (const auto& r : p.by_rank) {
+    if (r && r->signature.collective == Collective::kJoin) return false;
+  }
+  for (int r = 0; r < world_size_; ++r) {
+    if (!p.by_rank[r] && !joined_[r]) return false;
+  }
+  return p.count > 0;
+}
+
+Response MessageTable::validate_with_joined(const std::string& name, Pending p) const {
+  const Request* present = nullptr;
+  std::vector<int> absent;
+  for (int r = 0; r < world_size_; ++r) {
+    if (p.by_rank[r]) {
+      if (!present) present = &*p.by_rank[r];
+    } else {
+      absent.push_back(r);
+    }
+  }
+  const Request first = *present;
+  for (int r : absent) p.by_rank[r] = first;  // compared as if they had submitted alike
+  Response resp = validate(name, p);
+  if (resp.code == StatusCode::kOk && resp.signature.collective != Collective::kAllreduce) {
+    std::string ranks;
+    for (size_t i = 0; i < absent.size(); ++i) ranks += (i ? ", " : "") + std::to_string(absent[i]);
+    resp.code = StatusCode::kInvalidArgument;
+    resp.error = "tensor '" + name + "': " + collective_name(resp.signature.collective) +
+                 " cannot run while rank" + (absent.size() > 1 ? "s " : " ") + ranks +
+                 (absent.size() > 1 ? " have" : " has") +
+                 " joined (join()); only allreduce takes part for a joined rank";
+    resp.signature = TensorSignature();
+  }
+  return resp;
+}
+
+void MessageTable::complete_for_joined(Clock::time_point now, std::vector<Response>* out) {
+  // One at a time: completing a tensor re-adds requests queued behind it, which may change
+  // the table under an iterator.
+  while (true) {
+    auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& kv) {
+      return kv.second.count < world_size_ && complete(kv.second);
+    });
+    if (it == pending_.end()) return;
+    out->push_back(validate_with_joined(it->first, it->second));
+    requeue_later(it, now, out);
+  }
 }
 
 void MessageTable::requeue_later(std::map<std::string, Pending>::iterator it, Clock::time_point now,

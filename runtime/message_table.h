@@ -30,6 +30,11 @@ class MessageTable {
   // rank waits on them).
   bool waiting() const;
 
+  // join(): a rank whose join request (Collective::kJoin under kJoinName) is here has joined. It
+  // counts as present for every other tensor: an allreduce completes without it (it takes part
+  // with zeros), any other collective fails, naming it. The join completes when every rank has
+  // joined; its response's root_rank is the rank that joined last.
+
   struct StallReport {
     std::string warning;  // non-empty: tensors waiting longer than check_seconds (new ones only)
     std::string abort;    // non-empty: some tensor waited longer than shutdown_seconds
@@ -47,6 +52,12 @@ class MessageTable {
     bool warned = false;
   };
   Response validate(const std::string& name, const Pending& pending) const;
+  // Whether every rank has submitted `p` or joined.
+  bool complete(const Pending& p) const;
+  // The response of a complete tensor some joined rank did not submit.
+  Response validate_with_joined(const std::string& name, Pending p) const;
+  // Completes the tensors a newly joined rank was the last one missing from.
+  void complete_for_joined(Clock::time_point now, std::vector<Response>* out);
   // Forgets the completed `it` and adds the requests that waited behind it.
   void requeue_later(std::map<std::string, Pending>::iterator it, Clock::time_point now,
                      std::vector<Response>* out);
@@ -55,6 +66,7 @@ class MessageTable {
 
   int world_size_;
   std::map<std::string, Pending> pending_;
+  std::vector<bool> joined_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
 };
 
 }  // namespace arcreduce

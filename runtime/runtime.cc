@@ -69,6 +69,7 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor)
   const std::string who = "tensor '" + name + "' on rank " + std::to_string(ctx_.rank);
   if (name.empty())
     return "a tensor name must not be empty (rank " + std::to_string(ctx_.rank) + ")";
+  if (name == kJoinName) return who + ": the name is reserved for join()";
   const int64_t n = num_elements(tensor.shape);
   if (n < 0) return who + ": shape " + shape_string(tensor.shape) + " has a negative dimension";
   if (static_cast<int>(tensor.dtype) < 0 ||
@@ -304,6 +305,17 @@ Handle Runtime::shaped_async(const std::string& name, const Tensor& tensor,
   entry.callback = options.callback;
   entry.submitted = Clock::now();
   return queue_.submit(std::move(entry));
+}
+
+int Runtime::join() {
+  TensorEntry entry;
+  entry.name = kJoinName;
+  entry.signature.compression = CompressionSpec{"none", 1.0, "none", ""};
+  entry.signature.collective = Collective::kJoin;
+  entry.submitted = Clock::now();
+  const Status status = synchronize(queue_.submit(std::move(entry)));
+  if (!status.ok()) throw Error("join(): " + status.message(), status.code());
+  return coordinator_->last_joined();
 }
 
 }  // namespace arcreduce

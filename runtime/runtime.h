@@ -28,6 +28,8 @@ class Runtime {
                          const AllreduceOptions& options);
   Handle broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
                          const BroadcastOptions& options);
+  // Blocks until every rank has joined; returns the rank that joined last (arcreduce::join).
+  int join();
   // allgather_async, alltoall_async and reducescatter_async (`collective` says which).
   Handle shaped_async(const std::string& name, const Tensor& tensor,
                       const CollectiveOptions& options, Collective collective);

@@ -3,7 +3,7 @@
 namespace arcreduce {
 
 bool fusable(const TensorSignature& a, const TensorSignature& b) {
-  if (shaped_by_every_rank(a.collective) || shaped_by_every_rank(b.collective)) return false;
+  if (!cacheable(a.collective) || !cacheable(b.collective)) return false;
   return a.dtype == b.dtype && a.device == b.device && a.op == b.op &&
          a.compression == b.compression && a.collective == b.collective &&
          a.root_rank == b.root_rank;

@@ -111,7 +111,7 @@ TensorSignature read_signature(Reader& r) {
   if (!std::isfinite(s.compression.ratio)) corrupt("a compression ratio that is not finite");
   s.compression.error_feedback = r.str();
   s.compression.granularity = r.str();
-  s.collective = read_enum(r, Collective::kReducescatter, "collective");
+  s.collective = read_enum(r, Collective::kJoin, "collective");
   s.root_rank = r.pod<int32_t>();
   const uint64_t extents = r.pod<uint64_t>();
   if (extents > (uint64_t{1} << 24)) corrupt(std::to_string(extents) + " extents");
@@ -135,9 +135,17 @@ const char* collective_name(Collective collective) {
       return "alltoall";
     case Collective::kReducescatter:
       return "reducescatter";
+    case Collective::kJoin:
+      return "join";
     default:
       return "allreduce";
   }
+}
+
+const char* const kJoinName = "[join]";
+
+bool cacheable(Collective collective) {
+  return !shaped_by_every_rank(collective) && collective != Collective::kJoin;
 }
 
 bool shaped_by_every_rank(Collective collective) {

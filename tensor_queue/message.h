@@ -28,10 +28,15 @@ struct CompressionSpec {
 
 // kAllgather, kAlltoall and kReducescatter have outputs shaped by every rank's input: they are
 // negotiated in full each time (never cached) and never fused.
-enum class Collective { kAllreduce, kBroadcast, kAllgather, kAlltoall, kReducescatter };
+// kJoin: a rank that ran out of work (join()); see MessageTable.
+enum class Collective { kAllreduce, kBroadcast, kAllgather, kAlltoall, kReducescatter, kJoin };
 const char* collective_name(Collective collective);  // "allreduce", "broadcast", ...
 // Whether the op's output shape is known only after negotiation (see above).
 bool shaped_by_every_rank(Collective collective);
+// Whether responses of the collective may be cached (not: shaped ops and join).
+bool cacheable(Collective collective);
+// The name join() is negotiated under (reserved: submissions under it are refused).
+extern const char* const kJoinName;
 
 // Everything about one submitted tensor that must agree across ranks.
 struct TensorSignature {

@@ -132,6 +132,11 @@ std::vector<std::string> TensorQueue::in_flight_names() const {
   return names;
 }
 
+bool TensorQueue::has_in_flight(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_flight_.count(name) > 0;
+}
+
 bool TensorQueue::take_entry(const std::string& name, TensorEntry* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(name);
@@ -142,6 +147,8 @@ bool TensorQueue::take_entry(const std::string& name, TensorEntry* out) {
 }
 
 Clock::time_point TensorQueue::complete(TensorEntry& entry, const Status& status) {
+  // Handle 0: an entry the coordinator made itself (a joined rank's zeros), nobody waits on it.
+  if (entry.handle == 0) return Clock::now();
   return finish(entry.handle, entry.callback, status);
 }
 

@@ -71,6 +71,7 @@ class TensorQueue {
   // Names of the ops submitted and not yet taken for execution (take_entry), sorted: with those
   // being executed, every op in flight (for error messages).
   std::vector<std::string> in_flight_names() const;
+  bool has_in_flight(const std::string& name) const;
   // Moves the in-flight entry `name` into `out` and forgets it; false if it is not in flight.
   bool take_entry(const std::string& name, TensorEntry* out);
   // Completes an entry taken with take_entry. Returns when its callback had returned: before the

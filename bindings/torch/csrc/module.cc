@@ -184,6 +184,8 @@ PYBIND11_MODULE(_C, m) {
         (void)arcreduce::refuse(name, reason);
       },
       py::arg("name"), py::arg("reason"));
+  m.def(
+      "join", [] { return arcreduce::join(); }, py::call_guard<py::gil_scoped_release>());
   m.def("poll", &arcreduce::poll, py::arg("handle"));
   m.def("synchronize", &synchronize, py::arg("handle"));
   m.def("shaped_async", &shaped_async, py::arg("tensor"), py::arg("name"), py::arg("kind"),

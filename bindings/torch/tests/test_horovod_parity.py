@@ -110,3 +110,23 @@ def test_broadcast_optimizer_state_gives_every_parameter_a_gradient(runtime):
     for p in model.parameters():
         assert p.grad is not None and torch.equal(p.grad, torch.zeros_like(p))
     assert same_on_all_ranks(torch.tensor([optimizer.param_groups[0]["lr"]]), "parity.lr")
+
+
+def test_join_adds_zeros_until_every_rank_joined(runtime):
+    """The last rank runs out of data first: the others' averages still divide by every rank,
+    their broadcasts fail naming it, and every rank learns who joined last."""
+    r, n = arc.rank(), arc.size()
+    if n < 2:
+        pytest.skip("needs a rank that keeps working")
+    early = n - 1
+    if r == early:
+        last = arc.join()
+    else:
+        for step in range(3):
+            out = arc.allreduce(torch.ones(4), f"parity.join.{step}", compression="none")
+            torch.testing.assert_close(out, torch.full((4,), (n - 1) / n))
+        with pytest.raises(arc.ArcreduceError, match=rf"rank {early} has joined"):
+            arc.broadcast(torch.ones(2), 0, "parity.join.broadcast")
+        last = arc.join()
+    assert last != early
+    assert arc.allgather_object(last, name="parity.join.last") == [last] * n

@@ -70,6 +70,13 @@ Handle alltoall_async(const std::string& name, Tensor tensor, CollectiveOptions 
 // n % size() ranks.
 Handle reducescatter_async(const std::string& name, Tensor tensor, CollectiveOptions options);
 
+// For a rank that has run out of work (an uneven last batch, say): blocks until every rank has
+// called join() and returns the rank that called it last, the same on every rank. Meanwhile this
+// rank takes part in the other ranks' allreduces with zeros (an average still divides by
+// size()); their other collectives fail with kInvalidArgument naming the joined ranks. As
+// Horovod's join. Throws Error if the runtime stops first. Not for CUDA allreduces.
+int join();
+
 // For bindings that refuse an op before it reaches the runtime (an input the binding cannot
 // express): this rank will not submit `name`, and the other ranks' op of that name fails with
 // kInvalidArgument and `reason` instead of waiting for it. Returns a handle already complete with

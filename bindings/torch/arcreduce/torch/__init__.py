@@ -31,6 +31,7 @@ from .mpi_ops import (
     config,
     init,
     is_initialized,
+    join,
     load_state,
     local_rank,
     local_size,
@@ -66,7 +67,7 @@ __all__ = [
     "grouped_allreduce_async_", "grouped_reducescatter", "reducescatter", "reducescatter_async",
     "Adasum", "barrier", "Max", "Min", "Product", "ArcreduceError", "Average", "Compression", "Sum", "allreduce", "allreduce_",
     "allreduce_async", "allreduce_async_", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "config", "init",
-    "is_initialized", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",
+    "is_initialized", "join", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",
     "shutdown", "size", "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "DistributedOptimizer",
 ]

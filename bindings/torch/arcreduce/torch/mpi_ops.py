@@ -314,6 +314,15 @@ def broadcast(tensor, root_rank, name=None):
     return broadcast_with_grad(tensor, root_rank, name)
 
 
+def join(device=-1):
+    """For a rank that has run out of data: blocks until every rank has called join() and
+    returns the rank that called it last (the same on every rank). Meanwhile this rank takes
+    part in the other ranks' allreduces with zeros (an average still divides by size()); their
+    other collectives fail with ArcreduceError naming it. As Horovod's join; ``device`` is
+    accepted for Horovod's signature (CPU tensors only)."""
+    return _C.join()
+
+
 def barrier():
     """Returns once every rank has called barrier() (an op through the coordinator, like the
     others: ranks must call it in the same order relative to their unnamed ops)."""

@@ -6,7 +6,7 @@ import arcreduce.torch as _arc
 from arcreduce.torch import (  # noqa: F401  (re-exported under Horovod's names)
     Adasum, Average, Max, Min, Product, Sum, allgather_object, barrier, broadcast,
     broadcast_, broadcast_async, broadcast_async_, broadcast_object, broadcast_optimizer_state,
-    broadcast_parameters, init, is_initialized, local_rank, local_size, poll, rank, shutdown,
+    broadcast_parameters, init, is_initialized, join, local_rank, local_size, poll, rank, shutdown,
     size, synchronize)
 
 HorovodInternalError = _arc.ArcreduceError
