@@ -7,9 +7,9 @@ import io
 import torch
 
 from . import _C
-from .mpi_ops import (Average, Sum, _check_factor, _check_not_in_flight, _integer_average,
-                      _name_or_generated, _output_kind, _refuse_adasum, _RefusedOnEveryRank,
-                      _REDUCE_OPS, _scale_, _submitted, allreduce_async_, size, synchronize)
+from .mpi_ops import (Average, Sum, _check_not_in_flight, _check_reduction, _integer_average,
+                      _name_or_generated, _output_kind, _RefusedOnEveryRank, _REDUCE_OPS,
+                      _scale_, _submitted, allreduce_async_, size, synchronize)
 
 _KINDS = {"allgather": 0, "alltoall": 1, "reducescatter": 2}
 
@@ -18,15 +18,8 @@ def _submit(kind, tensor, name, op=Sum, splits=None, prescale_factor=1.0, postsc
     name = _name_or_generated(name, kind)
     _check_not_in_flight(name)
     with _RefusedOnEveryRank(name):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"tensor '{name}' must be a torch.Tensor, not "
-                            f"{type(tensor).__name__}")
-        _refuse_adasum(op, name)
-        if op not in _REDUCE_OPS:
-            raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
-                             f"not {op!r}")
-        prescale = _check_factor(prescale_factor, "prescale_factor", name)
-        postscale = _check_factor(postscale_factor, "postscale_factor", name)
+        prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
+                                               postscale_factor)
         op, divide_by = _integer_average(tensor, op) if kind == "reducescatter" else (op, 1)
         if splits is None:
             splits = []

@@ -221,6 +221,18 @@ def _refuse_adasum(op, name):
                                   "(docs/pytorch.md, \"Limits\"); use Average or Sum")
 
 
+def _check_reduction(tensor, name, op, prescale_factor, postscale_factor):
+    """The checks every reduction's arguments get (inside _RefusedOnEveryRank); returns the
+    factors as floats."""
+    _check_tensor(tensor, name)
+    _refuse_adasum(op, name)
+    if op not in _REDUCE_OPS:
+        raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
+                         f"not {op!r}")
+    return (_check_factor(prescale_factor, "prescale_factor", name),
+            _check_factor(postscale_factor, "postscale_factor", name))
+
+
 def _check_factor(factor, which, name):
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise TypeError(f"tensor '{name}': {which} must be a number, not "
@@ -242,13 +254,8 @@ def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_f
     name = _name_or_generated(name, "allreduce")
     _check_not_in_flight(name)
     with _RefusedOnEveryRank(name):
-        _check_tensor(tensor, name)
-        _refuse_adasum(op, name)
-        if op not in _REDUCE_OPS:
-            raise ValueError("op must be arcreduce.torch.Average, Sum, Min, Max or Product, "
-                             f"not {op!r}")
-        prescale = _check_factor(prescale_factor, "prescale_factor", name)
-        postscale = _check_factor(postscale_factor, "postscale_factor", name)
+        prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
+                                               postscale_factor)
         c = Compression.of(compression)
         op, divide_by = _integer_average(tensor, op)
         if prescale != 1.0:
