@@ -12,7 +12,7 @@ set(_torch_env ${ARCREDUCE_MPI_TEST_ENV} PYTHONPATH=${ARCREDUCE_PYTHON_BUILD_DIR
 set(_pytest ${ARCREDUCE_TORCH_PYTHON} -m pytest -q -p no:cacheprovider --color=no
     ${PROJECT_SOURCE_DIR}/bindings/torch/tests)
 
-foreach(_np 2 3)
+foreach(_np 1 2 3 4)
   set(_name torch_pytest_np${_np})
   add_test(NAME ${_name} COMMAND ${ARCREDUCE_MPIRUN} -np ${_np} ${_pytest})
   # The 3-rank session runs efm without momentum-factor masking, so that efm at ratio 1 is
