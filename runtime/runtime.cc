@@ -210,6 +210,22 @@ Handle Runtime::allreduce_async(const std::string& name, const Tensor& tensor,
   return queue_.submit(std::move(entry));
 }
 
+TensorEntry Runtime::uncompressed_entry(const std::string& name, const Tensor& tensor,
+                                        Collective collective,
+                                        const std::function<void(const Status&)>& callback) {
+  TensorEntry entry;
+  entry.name = name;
+  entry.tensor = tensor;
+  entry.signature.dtype = tensor.dtype;
+  entry.signature.shape = tensor.shape;
+  entry.signature.device = tensor.device.kind;
+  entry.signature.compression = CompressionSpec{"none", 1.0, "none", ""};
+  entry.signature.collective = collective;
+  entry.callback = callback;
+  entry.submitted = Clock::now();
+  return entry;
+}
+
 Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, int root_rank,
                                 const BroadcastOptions& options) {
   std::string problem = check_tensor(name, tensor);
@@ -220,18 +236,8 @@ Handle Runtime::broadcast_async(const std::string& name, const Tensor& tensor, i
   if (!problem.empty()) return refuse(name, problem, Collective::kBroadcast, options.callback);
   // root_rank is checked during negotiation (MessageTable::validate), so that a bad value on some
   // ranks fails the op on every rank instead of leaving the others waiting.
-  TensorEntry entry;
-  entry.name = name;
-  entry.tensor = tensor;
-  entry.signature.dtype = tensor.dtype;
-  entry.signature.shape = tensor.shape;
-  entry.signature.device = tensor.device.kind;
-  entry.signature.compression.compressor = "none";
-  entry.signature.compression.error_feedback = "none";
-  entry.signature.collective = Collective::kBroadcast;
+  TensorEntry entry = uncompressed_entry(name, tensor, Collective::kBroadcast, options.callback);
   entry.signature.root_rank = root_rank;
-  entry.callback = options.callback;
-  entry.submitted = Clock::now();
   return queue_.submit(std::move(entry));
 }
 
@@ -286,15 +292,8 @@ Handle Runtime::shaped_async(const std::string& name, const Tensor& tensor,
                              const CollectiveOptions& options, Collective collective) {
   const std::string problem = check_shaped(name, tensor, options, collective);
   if (!problem.empty()) return refuse(name, problem, collective, options.callback);
-  TensorEntry entry;
-  entry.name = name;
-  entry.tensor = tensor;
-  entry.signature.dtype = tensor.dtype;
-  entry.signature.shape = tensor.shape;
-  entry.signature.device = tensor.device.kind;
+  TensorEntry entry = uncompressed_entry(name, tensor, collective, options.callback);
   entry.signature.op = collective == Collective::kReducescatter ? options.op : ReduceOp::kSum;
-  entry.signature.compression = CompressionSpec{"none", 1.0, "none", ""};
-  entry.signature.collective = collective;
   if (collective == Collective::kAlltoall) {
     entry.signature.extents = options.splits;
     if (entry.signature.extents.empty()) {
@@ -302,8 +301,6 @@ Handle Runtime::shaped_async(const std::string& name, const Tensor& tensor,
     }
   }
   entry.allocate = options.allocate;
-  entry.callback = options.callback;
-  entry.submitted = Clock::now();
   return queue_.submit(std::move(entry));
 }
 

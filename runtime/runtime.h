@@ -55,6 +55,10 @@ class Runtime {
  private:
   // Empty when valid, else the reason naming the tensor (checks that apply to every collective).
   std::string check_tensor(const std::string& name, const Tensor& tensor) const;
+  // An entry of a collective that is never compressed (broadcast, allgather, ...).
+  TensorEntry uncompressed_entry(const std::string& name, const Tensor& tensor,
+                                 Collective collective,
+                                 const std::function<void(const Status&)>& callback);
   std::string check_shaped(const std::string& name, const Tensor& tensor,
                            const CollectiveOptions& options, Collective collective) const;
   std::string check_allreduce(const std::string& name, const Tensor& tensor,
