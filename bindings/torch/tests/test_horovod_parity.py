@@ -130,3 +130,8 @@ def test_join_adds_zeros_until_every_rank_joined(runtime):
         last = arc.join()
     assert last != early
     assert arc.allgather_object(last, name="parity.join.last") == [last] * n
+
+
+def test_elastic_is_refused_clearly(runtime):
+    with pytest.raises(ImportError, match=r"elastic training .* is not built in arcreduce"):
+        import arcreduce.torch.elastic  # noqa: F401
