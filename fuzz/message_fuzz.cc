@@ -25,9 +25,13 @@ void check_signature(const arcreduce::TensorSignature& s) {
       static_cast<int>(s.dtype) >= 0 && static_cast<int>(s.dtype) <= static_cast<int>(DType::kBool),
       "a dtype outside the enum was accepted");
   check(s.device == Device::kCPU || s.device == Device::kCUDA, "an unknown device was accepted");
-  check(s.op == ReduceOp::kSum || s.op == ReduceOp::kAverage, "an unknown op was accepted");
-  check(s.collective == Collective::kAllreduce || s.collective == Collective::kBroadcast,
+  check(
+      static_cast<int>(s.op) >= 0 && static_cast<int>(s.op) <= static_cast<int>(ReduceOp::kProduct),
+      "an unknown op was accepted");
+  check(static_cast<int>(s.collective) >= 0 &&
+            static_cast<int>(s.collective) <= static_cast<int>(Collective::kJoin),
         "an unknown collective was accepted");
+  for (int64_t e : s.extents) check(e >= 0, "a negative extent was accepted");
   check(std::isfinite(s.compression.ratio), "a non-finite ratio was accepted");
   int64_t elements = 1;
   for (int64_t d : s.shape) {
