@@ -64,6 +64,7 @@ void MessageTable::add(int rank, const Request& request, Clock::time_point now,
   if (!request.refusal.empty()) ++p.refusals;
   const bool join = request.refusal.empty() && request.signature.collective == Collective::kJoin;
   if (join && p.count < world_size_) {
+    if (!joined_[rank]) ++joined_count_;
     joined_[rank] = true;
     complete_for_joined(now, out);
     return;
@@ -75,6 +76,7 @@ void MessageTable::add(int rank, const Request& request, Clock::time_point now,
     resp.signature.root_rank = rank;
     out->push_back(std::move(resp));
     std::fill(joined_.begin(), joined_.end(), false);
+    joined_count_ = 0;
   } else {
     out->push_back(p.count < world_size_ ? validate_with_joined(request.name, p)
                                          : validate(request.name, p));
@@ -84,6 +86,7 @@ void MessageTable::add(int rank, const Request& request, Clock::time_point now,
 
 bool MessageTable::complete(const Pending& p) const {
   if (p.count == world_size_) return true;
+  if (joined_count_ == 0) return false;  // the per-request path stays O(1) without join()
   // A join waits for every rank's own request, not for the joined set.
   for (const auto& r : p.by_rank) {
     if (r && r->signature.collective == Collective::kJoin) return false;

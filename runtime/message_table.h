@@ -67,6 +67,7 @@ class MessageTable {
   int world_size_;
   std::map<std::string, Pending> pending_;
   std::vector<bool> joined_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
+  int joined_count_ = 0;  // ranks set in joined_
 };
 
 }  // namespace arcreduce

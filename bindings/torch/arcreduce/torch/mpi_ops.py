@@ -371,15 +371,13 @@ def synchronize(handle):
     from each rank); raises ArcreduceError if it failed."""
     if isinstance(handle, tuple):  # collectives.GroupHandle
         return _synchronize_group(handle)
+    kind = _output_kind.get(handle)
+    if kind is not None:
+        tensor, rows = _synchronize_rows(handle)
+        return (tensor, torch.tensor(rows, dtype=torch.int64)) if kind == "alltoall" else tensor
     post = _forget(handle)
-    kind = _output_kind.pop(handle, None)
-    if kind is None:
-        tensor = _C.synchronize(handle)
-    else:
-        tensor, rows = _C.synchronize_output(handle)
+    tensor = _C.synchronize(handle)
     _finish(tensor, post)
-    if kind == "alltoall":
-        return tensor, torch.tensor(rows, dtype=torch.int64)
     return tensor
 
 
