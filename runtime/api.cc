@@ -1,10 +1,12 @@
-// The process-wide API: one Runtime over MPI_COMM_WORLD, created by init().
+// The process-wide API: one Runtime over MPI_COMM_WORLD, created by init(), and one per process
+// set this rank belongs to (runtime/process_sets.h).
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "ops/mpi_communicator.h"
 #include "runtime/config_agreement.h"
 #include "runtime/mpi_environment.h"
+#include "runtime/process_sets.h"
 #include "runtime/runtime.h"
 
 namespace arcreduce {
@@ -39,6 +42,14 @@ WaitPolicy wait_policy_of(const Config& config) {
   return policy;
 }
 
+// Throws Error when the configuration names an unknown algorithm or wait mode.
+MpiCommunicatorOptions communicator_options(const Config& config) {
+  MpiCommunicatorOptions options;
+  options.algorithm = parse_allreduce_algorithm(config.allreduce_algorithm);
+  options.wait = wait_policy_of(config);
+  return options;
+}
+
 std::mutex g_mutex;
 // The current runtime, replaced only by init() and torn down by the exit handler, both under
 // g_mutex. Calls that use it after releasing g_mutex (submissions, synchronize()) hold a
@@ -54,6 +65,15 @@ std::vector<std::shared_ptr<Runtime>>& parked_runtimes() {
   static auto* parked = new std::vector<std::shared_ptr<Runtime>>();
   return *parked;
 }
+// The process sets other than set 0, by id, under g_mutex; ids are never reused.
+std::map<int, ProcessSetEntry>& process_sets() {
+  static auto* sets = new std::map<int, ProcessSetEntry>();
+  return *sets;
+}
+int g_next_process_set_id = 1;
+// MPI_COMM_WORLD's duplicate for add_process_set's own collectives (its agreement and split),
+// made by the first call; the runtimes' communicators are duplicates of their own.
+MPI_Comm g_process_set_comm = MPI_COMM_NULL;
 bool g_we_initialized_mpi = false;
 // Handles of calls made while no runtime exists; the top bit keeps them apart from a runtime's.
 TensorQueue* g_orphan_queue = nullptr;
@@ -85,9 +105,19 @@ void retire(std::shared_ptr<Runtime> old) {
   old.reset();  // the last reference: the runtime is destroyed here
 }
 
+// Retires every process set's runtime (init() after shutdown(), the exit handler).
+void retire_process_sets() {
+  for (auto& [id, entry] : process_sets()) retire(std::move(entry.runtime));
+  process_sets().clear();
+}
+
 void finalize_at_exit() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  retire_process_sets();
   retire(std::move(current_runtime()));
+  int finalized_now = 0;
+  MPI_Finalized(&finalized_now);
+  if (g_process_set_comm != MPI_COMM_NULL && !finalized_now) MPI_Comm_free(&g_process_set_comm);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialized_mpi && !finalized) MPI_Finalize();
@@ -136,14 +166,14 @@ void init_locked(const Config* config) {
   MpiCommunicatorOptions options;
   if (parsed) {
     try {
-      options.algorithm = parse_allreduce_algorithm(parsed->allreduce_algorithm);
-      options.wait = wait_policy_of(*parsed);
+      options = communicator_options(*parsed);
     } catch (const Error& e) {
       error = e.what();
     }
   }
   auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
   if (!error.empty()) agree_on_config(*comm, nullptr, error);  // throws on every rank
+  retire_process_sets();  // sets belong to the runtime they were added to
   std::shared_ptr<Runtime> old =
       std::exchange(current, std::make_shared<Runtime>(*parsed, std::move(comm)));
   retire(std::move(old));
@@ -174,6 +204,9 @@ void init(const Config& config) {
 
 void shutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [id, entry] : process_sets()) {
+    if (entry.runtime) entry.runtime->shutdown();
+  }
   if (current_runtime()) current_runtime()->shutdown();
 }
 
@@ -204,53 +237,102 @@ int local_size() {
 
 namespace {
 
-// Runs `submit` on the runtime, or completes a handle with kShutdown when there is none.
+// A handle already complete with `status`, for a call that reached no runtime.
+Handle reject(const std::function<void(const Status&)>& callback, Status status) {
+  if (!g_orphan_queue) g_orphan_queue = new TensorQueue();
+  return kOrphanBit | g_orphan_queue->reject(callback, std::move(status));
+}
+
+// Runs `submit(runtime, set ranks)` on the runtime of `process_set` (the ranks are null for set
+// 0), or completes a handle with the reason there is none: not initialised (kShutdown), an
+// unknown set or one this rank is not in (kInvalidArgument).
 template <class Submit>
 Handle submit_or_reject(const std::string& name, const std::function<void(const Status&)>& callback,
-                        Submit submit) {
+                        int process_set, Submit submit) {
   std::unique_lock<std::mutex> lock(g_mutex);
-  if (std::shared_ptr<Runtime> rt = current_runtime()) {
-    lock.unlock();  // rt keeps the runtime alive until this call returns
-    return submit(*rt);
+  std::shared_ptr<Runtime> rt = current_runtime();
+  if (!rt) {
+    return reject(callback,
+                  Status(StatusCode::kShutdown, "tensor '" + name +
+                                                    "': arcreduce is not initialised; call "
+                                                    "arcreduce::init() first"));
   }
-  if (!g_orphan_queue) g_orphan_queue = new TensorQueue();
-  return kOrphanBit |
-         g_orphan_queue->reject(
-             callback, Status(StatusCode::kShutdown, "tensor '" + name +
-                                                         "': arcreduce is not initialised; call "
-                                                         "arcreduce::init() first"));
+  std::vector<int> ranks;
+  if (process_set != 0) {
+    const auto it = process_sets().find(process_set);
+    if (it == process_sets().end()) {
+      return reject(callback,
+                    Status(StatusCode::kInvalidArgument,
+                           "tensor '" + name + "': unknown process set " +
+                               std::to_string(process_set) + " (removed, or never added)"));
+    }
+    if (!it->second.runtime) {
+      return reject(callback, Status(StatusCode::kInvalidArgument,
+                                     "tensor '" + name + "': rank " + std::to_string(rt->rank()) +
+                                         " is not in process set " + std::to_string(process_set) +
+                                         " (ranks " + ranks_string(it->second.ranks) + ")"));
+    }
+    rt = it->second.runtime;
+    ranks = it->second.ranks;
+  }
+  lock.unlock();  // rt keeps the runtime alive until this call returns
+  return tag_handle(submit(*rt, process_set != 0 ? &ranks : nullptr), process_set);
+}
+
+// The runtime that holds `handle` (null when its set is gone or nothing is initialised).
+std::shared_ptr<Runtime> runtime_of(Handle handle) {
+  const int set = process_set_of(handle);
+  if (set == 0) return current_runtime();
+  const auto it = process_sets().find(set);
+  return it == process_sets().end() ? nullptr : it->second.runtime;
 }
 
 }  // namespace
 
 Handle allreduce_async(const std::string& name, Tensor tensor, AllreduceOptions options) {
-  return submit_or_reject(name, options.callback,
-                          [&](Runtime& rt) { return rt.allreduce_async(name, tensor, options); });
+  return submit_or_reject(name, options.callback, options.process_set,
+                          [&](Runtime& rt, const std::vector<int>*) {
+                            return rt.allreduce_async(name, tensor, options);
+                          });
 }
 
 Handle broadcast_async(const std::string& name, Tensor tensor, int root_rank,
                        BroadcastOptions options) {
-  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
-    return rt.broadcast_async(name, tensor, root_rank, options);
-  });
+  return submit_or_reject(
+      name, options.callback, options.process_set, [&](Runtime& rt, const std::vector<int>* ranks) {
+        if (!ranks) return rt.broadcast_async(name, tensor, root_rank, options);
+        // root_rank is a rank of the job, as in Horovod; the set's runtime counts its own.
+        const int root = rank_in_set(*ranks, root_rank);
+        if (root < 0) {
+          return rt.refuse(name,
+                           "broadcast: root rank " + std::to_string(root_rank) +
+                               " is not in process set " + std::to_string(options.process_set) +
+                               " (ranks " + ranks_string(*ranks) + ")",
+                           Collective::kBroadcast, options.callback);
+        }
+        return rt.broadcast_async(name, tensor, root, options);
+      });
 }
 
 Handle allgather_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
-  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
-    return rt.shaped_async(name, tensor, options, Collective::kAllgather);
-  });
+  return submit_or_reject(name, options.callback, options.process_set,
+                          [&](Runtime& rt, const std::vector<int>*) {
+                            return rt.shaped_async(name, tensor, options, Collective::kAllgather);
+                          });
 }
 
 Handle alltoall_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
-  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
-    return rt.shaped_async(name, tensor, options, Collective::kAlltoall);
-  });
+  return submit_or_reject(name, options.callback, options.process_set,
+                          [&](Runtime& rt, const std::vector<int>*) {
+                            return rt.shaped_async(name, tensor, options, Collective::kAlltoall);
+                          });
 }
 
 Handle reducescatter_async(const std::string& name, Tensor tensor, CollectiveOptions options) {
-  return submit_or_reject(name, options.callback, [&](Runtime& rt) {
-    return rt.shaped_async(name, tensor, options, Collective::kReducescatter);
-  });
+  return submit_or_reject(
+      name, options.callback, options.process_set, [&](Runtime& rt, const std::vector<int>*) {
+        return rt.shaped_async(name, tensor, options, Collective::kReducescatter);
+      });
 }
 
 int join() {
@@ -261,15 +343,17 @@ int join() {
   return rt->join();
 }
 
-Handle refuse(const std::string& name, const std::string& reason) {
-  return submit_or_reject(
-      name, nullptr, [&](Runtime& rt) { return rt.refuse(name, reason, Collective::kAllreduce); });
+Handle refuse(const std::string& name, const std::string& reason, int process_set) {
+  return submit_or_reject(name, nullptr, process_set, [&](Runtime& rt, const std::vector<int>*) {
+    return rt.refuse(name, reason, Collective::kAllreduce);
+  });
 }
 
 bool poll(Handle handle) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (handle & kOrphanBit) return true;
-  return current_runtime() ? current_runtime()->poll(handle) : true;
+  const std::shared_ptr<Runtime> rt = runtime_of(handle);
+  return rt ? rt->poll(queue_handle_of(handle)) : true;
 }
 
 Status synchronize(Handle handle) {
@@ -278,12 +362,17 @@ Status synchronize(Handle handle) {
     return g_orphan_queue ? g_orphan_queue->synchronize(handle & ~kOrphanBit)
                           : Status(StatusCode::kInvalidArgument, "unknown handle");
   }
-  std::shared_ptr<Runtime> rt = current_runtime();
+  std::shared_ptr<Runtime> rt = runtime_of(handle);
+  if (!rt && process_set_of(handle) != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a handle of process set " + std::to_string(process_set_of(handle)) +
+                      ", which was removed (its pending ops failed with a shutdown error)");
+  }
   if (!rt) {
     return Status(StatusCode::kShutdown, "arcreduce is not initialised; call arcreduce::init()");
   }
   lock.unlock();  // rt keeps the runtime alive while this call waits
-  return rt->synchronize(handle);
+  return rt->synchronize(queue_handle_of(handle));
 }
 
 Status allreduce(const std::string& name, Tensor tensor, AllreduceOptions options) {
@@ -307,6 +396,119 @@ void load_state(const std::string& path) {
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return current_runtime() ? current_runtime()->stats() : Stats();
+}
+
+namespace {
+
+// The entry of a process set other than 0, or Error naming `what` and the id.
+ProcessSetEntry& process_set_entry(int process_set, const char* what) {
+  const auto it = process_sets().find(process_set);
+  if (it == process_sets().end()) {
+    throw Error(std::string("arcreduce::") + what + "(" + std::to_string(process_set) +
+                "): no such process set (removed, or never added)");
+  }
+  return it->second;
+}
+
+}  // namespace
+
+int add_process_set(std::vector<int> ranks) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const Runtime& global = running_runtime("add_process_set");
+  std::sort(ranks.begin(), ranks.end());
+  const std::string what = "arcreduce::add_process_set(" + ranks_string(ranks) + ")";
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    throw Error(what +
+                ": process sets need MPI_THREAD_MULTIPLE (each set's runtime calls MPI "
+                "from a thread of its own); MPI provides thread level " +
+                std::to_string(provided));
+  }
+  std::string error = check_process_set_ranks(ranks, global.size());
+  if (error.empty() && static_cast<int>(ranks.size()) == global.size()) {
+    error = "these are the ranks of process set 0 (every rank of the job)";
+  }
+  for (const auto& [id, entry] : process_sets()) {
+    if (error.empty() && entry.ranks == ranks) {
+      error = "process set " + std::to_string(id) + " has these ranks already";
+    }
+  }
+  if (error.empty() && g_next_process_set_id > kMaxProcessSetId) {
+    error = "no process set ids left (" + std::to_string(kMaxProcessSetId) + " were added)";
+  }
+  if (g_process_set_comm == MPI_COMM_NULL) {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &g_process_set_comm) != MPI_SUCCESS) {
+      throw Error(what + ": MPI_Comm_dup failed", StatusCode::kInternal);
+    }
+  }
+  agree_on_process_set(g_process_set_comm, ranks, error, what);  // throws on every rank
+  const int id = g_next_process_set_id++;
+  const bool member = rank_in_set(ranks, global.rank()) >= 0;
+  MPI_Comm set_comm = MPI_COMM_NULL;
+  if (MPI_Comm_split(g_process_set_comm, member ? 0 : MPI_UNDEFINED, global.rank(), &set_comm) !=
+      MPI_SUCCESS) {
+    throw Error(what + ": MPI_Comm_split failed", StatusCode::kInternal);
+  }
+  ProcessSetEntry entry;
+  entry.ranks = ranks;
+  if (member) {
+    Config config = global.config();
+    if (!config.timeline.empty()) config.timeline = process_set_timeline(config.timeline, id);
+    std::unique_ptr<MpiCommunicator> comm;
+    try {
+      comm = std::make_unique<MpiCommunicator>(set_comm, communicator_options(config));
+    } catch (...) {
+      MPI_Comm_free(&set_comm);
+      throw;
+    }
+    MPI_Comm_free(&set_comm);  // the communicator holds a duplicate
+    entry.runtime = std::make_shared<Runtime>(config, std::move(comm));
+  }
+  process_sets()[id] = std::move(entry);
+  return id;
+}
+
+void remove_process_set(int process_set) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (process_set == 0) {
+    throw Error("arcreduce::remove_process_set(0): process set 0 (every rank) is the job's own");
+  }
+  std::shared_ptr<Runtime> rt =
+      std::move(process_set_entry(process_set, "remove_process_set").runtime);
+  process_sets().erase(process_set);
+  retire(std::move(rt));
+}
+
+std::vector<int> process_set_ranks(int process_set) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (process_set == 0) {
+    std::vector<int> all(static_cast<size_t>(running_runtime("process_set_ranks").size()));
+    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
+    return all;
+  }
+  return process_set_entry(process_set, "process_set_ranks").ranks;
+}
+
+int process_set_rank(int process_set) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int global = running_runtime("process_set_rank").rank();
+  if (process_set == 0) return global;
+  return rank_in_set(process_set_entry(process_set, "process_set_rank").ranks, global);
+}
+
+std::vector<int> process_set_ids() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<int> ids{0};
+  for (const auto& [id, entry] : process_sets()) ids.push_back(id);
+  return ids;
+}
+
+Stats stats(int process_set) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (process_set == 0) return current_runtime() ? current_runtime()->stats() : Stats();
+  const ProcessSetEntry& entry = process_set_entry(process_set, "stats");
+  return entry.runtime ? entry.runtime->stats() : Stats();
 }
 
 }  // namespace arcreduce

@@ -37,6 +37,7 @@ add_executable(runtime_mpi_tests
   ${_rt_dir}/runtime_allreduce_test.cc
   ${_rt_dir}/runtime_broadcast_test.cc
   ${_rt_dir}/runtime_errors_test.cc
+  ${_rt_dir}/runtime_process_set_test.cc
   ${_rt_dir}/runtime_stats_test.cc)
 target_link_libraries(runtime_mpi_tests PRIVATE arcreduce_internal GTest::gtest)
 

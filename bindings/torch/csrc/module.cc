@@ -31,9 +31,10 @@ HandleTable& table() {
 uint64_t allreduce_async(const at::Tensor& tensor, const std::string& name, int op,
                          std::optional<std::string> compressor, std::optional<double> ratio,
                          std::optional<std::string> error_feedback,
-                         std::optional<std::string> granularity) {
+                         std::optional<std::string> granularity, int process_set) {
   arcreduce::Tensor view = view_of(tensor, name, Use::kAllreduce);
   arcreduce::AllreduceOptions options;
+  options.process_set = process_set;
   options.op = static_cast<arcreduce::ReduceOp>(op);  // checked by the runtime
   options.compression.compressor = std::move(compressor);
   options.compression.ratio = ratio;
@@ -44,9 +45,12 @@ uint64_t allreduce_async(const at::Tensor& tensor, const std::string& name, int 
   return handle;
 }
 
-uint64_t broadcast_async(const at::Tensor& tensor, const std::string& name, int root_rank) {
+uint64_t broadcast_async(const at::Tensor& tensor, const std::string& name, int root_rank,
+                         int process_set) {
   arcreduce::Tensor view = view_of(tensor, name, Use::kBroadcast);
-  const uint64_t handle = arcreduce::broadcast_async(name, view, root_rank);
+  arcreduce::BroadcastOptions options;
+  options.process_set = process_set;
+  const uint64_t handle = arcreduce::broadcast_async(name, view, root_rank, options);
   table().hold(handle, tensor);
   return handle;
 }
@@ -57,10 +61,11 @@ enum class Shaped { kAllgather = 0, kAlltoall = 1, kReducescatter = 2 };
 // allgather, alltoall, reducescatter: the output is a new tensor of the input's dtype, allocated
 // by the runtime's callback once every rank's shape is known (any thread: no GIL needed).
 uint64_t shaped_async(const at::Tensor& tensor, const std::string& name, int kind, int op,
-                      std::vector<int64_t> splits) {
+                      std::vector<int64_t> splits, int process_set) {
   arcreduce::Tensor view = view_of(tensor, name, Use::kBroadcast);
   auto slot = std::make_shared<OutputSlot>();
   arcreduce::CollectiveOptions options;
+  options.process_set = process_set;
   options.op = static_cast<arcreduce::ReduceOp>(op);  // checked by the runtime
   options.splits = std::move(splits);
   const c10::ScalarType dtype = tensor.scalar_type();
@@ -109,8 +114,8 @@ std::pair<at::Tensor, std::vector<int64_t>> synchronize_output(uint64_t handle) 
   return {held.output->tensor, held.output->rows};
 }
 
-py::dict stats_dict() {
-  const arcreduce::Stats s = arcreduce::stats();
+py::dict stats_dict(int process_set) {
+  const arcreduce::Stats s = arcreduce::stats(process_set);
   py::dict d;
   d["ops_completed"] = s.ops_completed;
   d["ops_failed"] = s.ops_failed;
@@ -174,22 +179,33 @@ PYBIND11_MODULE(_C, m) {
   m.def("local_rank", &arcreduce::local_rank);
   m.def("local_size", &arcreduce::local_size);
   m.def("allreduce_async_", &allreduce_async, py::arg("tensor"), py::arg("name"), py::arg("op"),
-        py::arg("compressor"), py::arg("ratio"), py::arg("error_feedback"), py::arg("granularity"));
+        py::arg("compressor"), py::arg("ratio"), py::arg("error_feedback"), py::arg("granularity"),
+        py::arg("process_set") = 0);
   m.def("broadcast_async_", &broadcast_async, py::arg("tensor"), py::arg("name"),
-        py::arg("root_rank"));
+        py::arg("root_rank"), py::arg("process_set") = 0);
   m.def(
       "refuse",
-      [](const std::string& name, const std::string& reason) {
+      [](const std::string& name, const std::string& reason, int process_set) {
         // Already failed locally (the caller raises): only the other ranks are told.
-        (void)arcreduce::refuse(name, reason);
+        (void)arcreduce::refuse(name, reason, process_set);
       },
-      py::arg("name"), py::arg("reason"));
+      py::arg("name"), py::arg("reason"), py::arg("process_set") = 0);
+  // Process sets: collective calls that may wait for the other ranks release the GIL.
+  m.def(
+      "add_process_set", [](std::vector<int> ranks) { return arcreduce::add_process_set(ranks); },
+      py::call_guard<py::gil_scoped_release>(), py::arg("ranks"));
+  m.def(
+      "remove_process_set", [](int id) { arcreduce::remove_process_set(id); },
+      py::call_guard<py::gil_scoped_release>(), py::arg("process_set"));
+  m.def("process_set_ranks", &arcreduce::process_set_ranks, py::arg("process_set"));
+  m.def("process_set_rank", &arcreduce::process_set_rank, py::arg("process_set"));
+  m.def("process_set_ids", &arcreduce::process_set_ids);
   m.def(
       "join", [] { return arcreduce::join(); }, py::call_guard<py::gil_scoped_release>());
   m.def("poll", &arcreduce::poll, py::arg("handle"));
   m.def("synchronize", &synchronize, py::arg("handle"));
   m.def("shaped_async", &shaped_async, py::arg("tensor"), py::arg("name"), py::arg("kind"),
-        py::arg("op"), py::arg("splits"));
+        py::arg("op"), py::arg("splits"), py::arg("process_set") = 0);
   m.def("synchronize_output", &synchronize_output, py::arg("handle"));
   m.def("held_tensors", [] { return table().size(); });
   m.def(
@@ -198,6 +214,6 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "load_state", [](const std::string& path) { arcreduce::load_state(path); },
       py::call_guard<py::gil_scoped_release>(), py::arg("path"));
-  m.def("stats", &stats_dict);
+  m.def("stats", &stats_dict, py::arg("process_set") = 0);
   m.def("config", &config_dict);
 }

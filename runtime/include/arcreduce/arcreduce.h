@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "arcreduce/config.h"
 #include "arcreduce/stats.h"
@@ -81,7 +82,31 @@ int join();
 // express): this rank will not submit `name`, and the other ranks' op of that name fails with
 // kInvalidArgument and `reason` instead of waiting for it. Returns a handle already complete with
 // that error. Sends nothing when `name` is empty or in flight on this rank. Never throws.
-Handle refuse(const std::string& name, const std::string& reason);
+Handle refuse(const std::string& name, const std::string& reason, int process_set = 0);
+
+// Process sets, as Horovod's: collectives among a subset of the ranks, chosen per op by the
+// options' process_set. Set 0 is every rank of the job. Each set has a runtime of its own (its
+// own coordinator thread, negotiation, fusion, cache and compressor state) over a communicator
+// of its ranks, so the sets' ops never wait for one another; a set's ranks are numbered by their
+// order in the job (root_rank stays a rank of the job). Needs MPI_THREAD_MULTIPLE.
+//
+// add_process_set: collective over every rank of the job (each passes the same ranks, in the
+// same order of calls); returns the new set's id, the same on every rank. Throws Error on every
+// rank for an empty list, a rank outside the job, a rank listed twice, ranks that differ across
+// ranks, or the ranks of an existing set (its id is named).
+int add_process_set(std::vector<int> ranks);
+// Removes a set on this rank; call it on every rank, as Horovod. The set's pending ops fail with
+// kShutdown; its ops submitted afterwards fail with kInvalidArgument. Throws Error for set 0 or
+// an unknown id.
+void remove_process_set(int process_set);
+// The set's ranks (ascending), and this rank's index among them (-1 when not a member). Throw
+// Error for an unknown id.
+std::vector<int> process_set_ranks(int process_set);
+int process_set_rank(int process_set);
+// The ids of the sets in use, 0 first.
+std::vector<int> process_set_ids();
+// A set's counters on this rank (zeros where this rank is not a member); stats() is set 0's.
+Stats stats(int process_set);
 
 // Snapshot of this rank's counters (zeros before init).
 Stats stats();

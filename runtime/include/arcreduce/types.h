@@ -62,6 +62,8 @@ struct AllreduceOptions {
   // Fired exactly once on the coordinator thread when the op completes (result or error).
   // Exceptions thrown by it are caught and logged. It must not call synchronize().
   std::function<void(const Status&)> callback;
+  // The ranks that take part (add_process_set()); 0, the default, is every rank of the job.
+  int process_set = 0;
 };
 
 // Options of broadcast_async(); an aggregate like AllreduceOptions.
@@ -69,6 +71,8 @@ struct BroadcastOptions {
   // Fired exactly once on the coordinator thread when the op completes (result or error).
   // Exceptions thrown by it are caught and logged. It must not call synchronize().
   std::function<void(const Status&)> callback;
+  // The ranks that take part (add_process_set()); root_rank stays a rank of the job.
+  int process_set = 0;
 };
 
 // Memory for the output of an op whose shape is known only once every rank has submitted
@@ -88,7 +92,10 @@ struct CollectiveOptions {
   ReduceOp op = ReduceOp::kSum;  // reducescatter: the reduction (allreduce's rules of dtype)
   // alltoall: rows of the input (first dimension) sent to each rank, one entry per rank, summing
   // to the first dimension; empty: an equal share each (the first dimension divides by size()).
+  // In a process set: one entry per rank of the set, in the set's order.
   std::vector<int64_t> splits;
+  // The ranks that take part (add_process_set()); outputs are in the set's rank order.
+  int process_set = 0;
 };
 
 // Number of elements of a shape (1 for a scalar); -1 if a dimension is negative.

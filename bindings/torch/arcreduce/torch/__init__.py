@@ -57,9 +57,11 @@ from .collectives import (
     grouped_reducescatter,
     reducescatter,
     reducescatter_async,
+    sparse_allreduce_async,
 )
 from .functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from .optimizer import DistributedOptimizer
+from .process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
 __all__ = [
     "allgather", "allgather_async", "allgather_object", "alltoall", "alltoall_async",
@@ -69,5 +71,6 @@ __all__ = [
     "allreduce_async", "allreduce_async_", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "config", "init",
     "is_initialized", "join", "load_state", "local_rank", "local_size", "poll", "rank", "save_state",
     "shutdown", "size", "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
-    "broadcast_parameters", "DistributedOptimizer",
+    "broadcast_parameters", "DistributedOptimizer", "ProcessSet", "add_process_set",
+    "global_process_set", "remove_process_set", "sparse_allreduce_async",
 ]

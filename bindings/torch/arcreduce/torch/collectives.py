@@ -9,18 +9,24 @@ import torch
 from . import _C
 from .mpi_ops import (Average, Sum, _check_not_in_flight, _check_reduction, _integer_average,
                       _name_or_generated, _output_kind, _RefusedOnEveryRank, _REDUCE_OPS,
-                      _scale_, _submitted, allreduce_async_, size, synchronize)
+                      _scale_, _submitted, allreduce_async_, synchronize)
+from .process_sets import _id_of, _size_of, global_process_set
+
+PS = global_process_set  # the default of every process_set argument below
 
 _KINDS = {"allgather": 0, "alltoall": 1, "reducescatter": 2}
 
 
-def _submit(kind, tensor, name, op=Sum, splits=None, prescale_factor=1.0, postscale_factor=1.0):
-    name = _name_or_generated(name, kind)
-    _check_not_in_flight(name)
-    with _RefusedOnEveryRank(name):
+def _submit(kind, tensor, name, op=Sum, splits=None, prescale_factor=1.0, postscale_factor=1.0,
+            process_set=PS):
+    set_id = _id_of(process_set)
+    name = _name_or_generated(name, kind, set_id)
+    _check_not_in_flight(name, set_id)
+    with _RefusedOnEveryRank(name, set_id):
         prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
                                                postscale_factor)
-        op, divide_by = _integer_average(tensor, op) if kind == "reducescatter" else (op, 1)
+        op, divide_by = (_integer_average(tensor, op, set_id) if kind == "reducescatter"
+                         else (op, 1))
         if splits is None:
             splits = []
         elif isinstance(splits, torch.Tensor):
@@ -31,62 +37,64 @@ def _submit(kind, tensor, name, op=Sum, splits=None, prescale_factor=1.0, postsc
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in splits):
             raise ValueError(f"tensor '{name}': splits must be integers, one per rank")
         if kind == "alltoall":
-            _check_alltoall(tensor, splits, name)
+            _check_alltoall(tensor, splits, name, _size_of(set_id))
         if prescale != 1.0:
             tensor = tensor.clone()
             _scale_(tensor, prescale)
-        handle = _C.shaped_async(tensor, name, _KINDS[kind], _REDUCE_OPS[op], splits)
+        handle = _C.shaped_async(tensor, name, _KINDS[kind], _REDUCE_OPS[op], splits, set_id)
     _output_kind[handle] = kind
-    return _submitted(handle, name, postscale, divide_by)
+    return _submitted(handle, name, postscale, divide_by, set_id)
 
 
-def _check_alltoall(tensor, splits, name):
+def _check_alltoall(tensor, splits, name, size):
     """What this rank can tell alone, as ValueError (as Horovod); the runtime checks again."""
     if tensor.dim() == 0:
         raise ValueError(f"tensor '{name}': alltoall works along the first dimension; a scalar "
                          "has none")
     if not splits:
-        if tensor.shape[0] % size() != 0:
+        if tensor.shape[0] % size != 0:
             raise ValueError(f"tensor '{name}': alltoall without splits needs a first dimension "
-                             f"divisible by the {size()} ranks, not {tensor.shape[0]}")
+                             f"divisible by the {size} ranks, not {tensor.shape[0]}")
         return
-    if len(splits) != size() or any(s < 0 for s in splits) or sum(splits) != tensor.shape[0]:
+    if len(splits) != size or any(s < 0 for s in splits) or sum(splits) != tensor.shape[0]:
         raise ValueError(f"tensor '{name}': alltoall takes one non-negative split per rank "
-                         f"({size()}) summing to the first dimension {tensor.shape[0]}, not "
+                         f"({size}) summing to the first dimension {tensor.shape[0]}, not "
                          f"{splits}")
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=PS):
     """Starts an allgather: every rank's ``tensor`` concatenated along the first dimension in
     rank order (the first dimension may differ across ranks, the others must agree)."""
-    return _submit("allgather", tensor, name)
+    return _submit("allgather", tensor, name, process_set=process_set)
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=PS):
     """Blocking allgather; differentiable (each rank's gradient is the sum over ranks of the
     output gradient's rows that came from it)."""
     from .autograd import allgather_with_grad
-    return allgather_with_grad(tensor, _name_or_generated(name, "allgather"))
+    return allgather_with_grad(tensor, _name_or_generated(name, "allgather", _id_of(process_set)),
+                               process_set)
 
 
-def grouped_allgather(tensors, name=None):
+def grouped_allgather(tensors, name=None, process_set=PS):
     """Allgathers of a list of tensors, submitted together; returns the list of outputs
     (differentiable like allgather)."""
-    base = _name_or_generated(name, "grouped_allgather")
+    base = _name_or_generated(name, "grouped_allgather", _id_of(process_set))
     if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
-        return [allgather(t, f"{base}.{i}") for i, t in enumerate(tensors)]
-    handles = [allgather_async(t, f"{base}.{i}") for i, t in enumerate(tensors)]
+        return [allgather(t, f"{base}.{i}", process_set) for i, t in enumerate(tensors)]
+    handles = [allgather_async(t, f"{base}.{i}", process_set) for i, t in enumerate(tensors)]
     return _wait_all(handles)
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=PS):
     """Returns every rank's picklable ``obj`` as a list in rank order (torch.save bytes)."""
-    base = _name_or_generated(name, "allgather_object")
+    base = _name_or_generated(name, "allgather_object", _id_of(process_set))
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), base + ".sizes")
-    gathered = allgather(data, base + ".data")
+    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), base + ".sizes",
+                      process_set)
+    gathered = allgather(data, base + ".data", process_set)
     out, offset = [], 0
     for n in sizes.tolist():
         chunk = gathered[offset:offset + n].numpy().tobytes()
@@ -95,43 +103,48 @@ def allgather_object(obj, name=None):
     return out
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=PS):
     """Starts an alltoall: rows ``[sum(splits[:j]), +splits[j])`` of ``tensor`` go to rank j
     (splits: one per rank, a list or a tensor; None: equal shares). synchronize() returns the
     rows received, in rank order, and how many came from each rank."""
-    return _submit("alltoall", tensor, name, splits=splits)
+    return _submit("alltoall", tensor, name, splits=splits, process_set=process_set)
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, process_set=PS):
     """Blocking alltoall: returns the output, and with ``splits`` given (output,
     received_splits), as Horovod; differentiable."""
     from .autograd import alltoall_with_grad
-    return alltoall_with_grad(tensor, splits, _name_or_generated(name, "alltoall"))
+    return alltoall_with_grad(tensor, splits,
+                              _name_or_generated(name, "alltoall", _id_of(process_set)),
+                              process_set)
 
 
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
-                        postscale_factor=1.0):
+                        postscale_factor=1.0, process_set=PS):
     """Starts a reducescatter: the reduction of every rank's ``tensor`` (same shape everywhere),
     of which rank r receives its block of the first dimension (n // size rows, one more on the
     first n % size ranks)."""
-    return _submit("reducescatter", tensor, name, op, None, prescale_factor, postscale_factor)
+    return _submit("reducescatter", tensor, name, op, None, prescale_factor, postscale_factor,
+                   process_set)
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=PS):
     """Blocking reducescatter; differentiable for Average and Sum."""
     from .autograd import reducescatter_with_grad
-    return reducescatter_with_grad(tensor, _name_or_generated(name, "reducescatter"), op,
-                                   prescale_factor, postscale_factor)
+    return reducescatter_with_grad(
+        tensor, _name_or_generated(name, "reducescatter", _id_of(process_set)), op,
+        prescale_factor, postscale_factor, process_set)
 
 
 def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
-                          postscale_factor=1.0):
-    base = _name_or_generated(name, "grouped_reducescatter")
+                          postscale_factor=1.0, process_set=PS):
+    base = _name_or_generated(name, "grouped_reducescatter", _id_of(process_set))
     if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
-        return [reducescatter(t, f"{base}.{i}", op, prescale_factor, postscale_factor)
-                for i, t in enumerate(tensors)]
-    handles = [reducescatter_async(t, f"{base}.{i}", op, prescale_factor, postscale_factor)
-               for i, t in enumerate(tensors)]
+        return [reducescatter(t, f"{base}.{i}", op, prescale_factor, postscale_factor,
+                              process_set) for i, t in enumerate(tensors)]
+    handles = [reducescatter_async(t, f"{base}.{i}", op, prescale_factor, postscale_factor,
+                                   process_set) for i, t in enumerate(tensors)]
     return _wait_all(handles)
 
 
@@ -144,36 +157,65 @@ class GroupHandle(tuple):
 
 
 def grouped_allreduce_async_(tensors, name=None, op=Average, compression=None,
-                             prescale_factor=1.0, postscale_factor=1.0):
+                             prescale_factor=1.0, postscale_factor=1.0, process_set=PS):
     """In-place allreduces of a list of tensors, submitted together (they fuse where their
     signatures allow); returns one handle for synchronize(), which returns the list."""
-    base = _name_or_generated(name, "grouped_allreduce")
+    base = _name_or_generated(name, "grouped_allreduce", _id_of(process_set))
     return GroupHandle(allreduce_async_(t, f"{base}.{i}", op, compression, prescale_factor,
-                                        postscale_factor) for i, t in enumerate(tensors))
+                                        postscale_factor, process_set)
+                       for i, t in enumerate(tensors))
 
 
 def grouped_allreduce_(tensors, name=None, op=Average, compression=None, prescale_factor=1.0,
-                       postscale_factor=1.0):
+                       postscale_factor=1.0, process_set=PS):
     return synchronize(grouped_allreduce_async_(tensors, name, op, compression, prescale_factor,
-                                                postscale_factor))
+                                                postscale_factor, process_set))
 
 
 def grouped_allreduce_async(tensors, name=None, op=Average, compression=None,
-                            prescale_factor=1.0, postscale_factor=1.0):
+                            prescale_factor=1.0, postscale_factor=1.0, process_set=PS):
     """Out-of-place: the inputs are left unchanged."""
     copies = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
     return grouped_allreduce_async_(copies, name, op, compression, prescale_factor,
-                                    postscale_factor)
+                                    postscale_factor, process_set)
 
 
 def grouped_allreduce(tensors, name=None, op=Average, compression=None, prescale_factor=1.0,
-                      postscale_factor=1.0):
+                      postscale_factor=1.0, process_set=PS):
     """Out-of-place allreduces of a list of tensors; differentiable like allreduce."""
     from .mpi_ops import allreduce
-    base = _name_or_generated(name, "grouped_allreduce")
+    base = _name_or_generated(name, "grouped_allreduce", _id_of(process_set))
     if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
-        return [allreduce(t, f"{base}.{i}", op, compression, prescale_factor, postscale_factor)
-                for i, t in enumerate(tensors)]
+        return [allreduce(t, f"{base}.{i}", op, compression, prescale_factor, postscale_factor,
+                          process_set) for i, t in enumerate(tensors)]
     return grouped_allreduce_(
         [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], base, op,
-        compression, prescale_factor, postscale_factor)
+        compression, prescale_factor, postscale_factor, process_set)
+
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=PS):
+    """Reduces a sparse COO ``tensor`` by allgathering every rank's indices and values (as
+    Horovod): returns a callable that waits and returns the reduced sparse tensor, whose
+    duplicate indices add up (coalesce() merges them). ``op``: Average or Sum."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise TypeError(f"sparse_allreduce_async takes a sparse COO tensor, not "
+                        f"{type(tensor).__name__ if not isinstance(tensor, torch.Tensor) else tensor.layout}")
+    if op not in (Average, Sum):
+        raise ValueError(f"sparse_allreduce_async reduces with Average or Sum, not {op!r}")
+    set_id = _id_of(process_set)
+    base = _name_or_generated(name, "sparse_allreduce", set_id)
+    t = tensor.coalesce()
+    # Allgather concatenates along the first dimension: indices go as (nnz, sparse dims).
+    indices = allgather_async(t.indices().transpose(0, 1).contiguous(), f"{base}.indices",
+                              process_set)
+    values = allgather_async(t.values().contiguous(), f"{base}.values", process_set)
+
+    def wait():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op == Average:
+            gathered_values = gathered_values / _size_of(set_id)
+        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values,
+                                       t.size())
+
+    return wait

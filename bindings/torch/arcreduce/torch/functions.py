@@ -4,6 +4,7 @@ import io
 import torch
 
 from .mpi_ops import broadcast_, broadcast_async_, rank, synchronize
+from .process_sets import global_process_set
 
 
 def _named_tensors(params):
@@ -43,9 +44,12 @@ def broadcast_parameters(params, root_rank=0):
         raise error
 
 
-def broadcast_object(obj, root_rank=0, name="broadcast_object"):
-    """Returns root_rank's ``obj`` on every rank (pickled with torch.save; tensors are loaded
-    on the CPU). ``name`` must be unique among in-flight ops."""
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's ``obj`` on every rank (of ``process_set``; root_rank is a rank of the
+    job), pickled with torch.save; tensors are loaded on the CPU. ``name`` must be unique among
+    in-flight ops."""
+    if name is None:
+        name = "broadcast_object"
     length = torch.zeros(1, dtype=torch.int64)
     data = None
     if rank() == root_rank:
@@ -53,10 +57,10 @@ def broadcast_object(obj, root_rank=0, name="broadcast_object"):
         torch.save(obj, buffer)
         data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
         length[0] = data.numel()
-    broadcast_(length, root_rank, name + ".length")
+    broadcast_(length, root_rank, name + ".length", process_set)
     if data is None:
         data = torch.empty(int(length[0]), dtype=torch.uint8)
-    broadcast_(data, root_rank, name + ".data")
+    broadcast_(data, root_rank, name + ".data", process_set)
     if rank() == root_rank:
         return obj
     return torch.load(io.BytesIO(data.numpy().tobytes()), map_location="cpu")

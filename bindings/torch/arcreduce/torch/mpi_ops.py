@@ -9,6 +9,7 @@ Names must be identical on all ranks for the same tensor and unique among in-fli
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 
 from . import _C
+from .process_sets import _after_init, _id_of, _size_of, global_process_set
 
 ArcreduceError = _C.ArcreduceError
 
@@ -80,6 +81,7 @@ def init():
     """Initialises the runtime (and MPI, if needed) from the ARCREDUCE_* variables. Collective
     over all ranks; a second call is harmless. Raises ArcreduceError on bad configuration."""
     _C.init()
+    _after_init()
 
 
 def shutdown():
@@ -107,15 +109,16 @@ def local_size():
     return _C.local_size()
 
 
-# Names generated for ops submitted without one: a counter per kind, so ranks that submit the
-# same ops in the same order (what a collective asks of them anyway) generate the same names.
+# Names generated for ops submitted without one: a counter per kind and process set, so ranks
+# that submit the same ops to a set in the same order (what a collective asks of them anyway)
+# generate the same names.
 _generated = {}
 
 
-def _name_or_generated(name, kind):
+def _name_or_generated(name, kind, set_id=0):
     if name is None:
-        n = _generated.get(kind, 0)
-        _generated[kind] = n + 1
+        n = _generated.get((kind, set_id), 0)
+        _generated[(kind, set_id)] = n + 1
         return f"{kind}.noname.{n}"
     _check_name(name)
     return name
@@ -131,27 +134,28 @@ def _check_tensor(tensor, name):
         raise TypeError(f"tensor '{name}' must be a torch.Tensor, not {type(tensor).__name__}")
 
 
-# This rank's ops submitted through this module and not yet synchronized (name -> handle and
-# back), and the post-scale factor of each handle: a second op under the name of one still in
-# flight is refused at submission (ValueError), as Horovod does, and the first one stands.
+# This rank's ops submitted through this module and not yet synchronized ((process set, name) ->
+# handle and back), and the post-scale factor of each handle: a second op under the name of one
+# still in flight in the same set is refused at submission (ValueError), as Horovod does, and the
+# first one stands.
 _handle_of = {}
 _name_of = {}
 _postscale = {}
 
 
-def _check_not_in_flight(name):
-    handle = _handle_of.get(name)
+def _check_not_in_flight(name, set_id=0):
+    handle = _handle_of.get((set_id, name))
     if handle is not None and not _C.poll(handle):
         raise ValueError(f"tensor '{name}' is already in flight on this rank: names must be "
                          "unique among in-flight ops (synchronize the first one, or pick another "
                          "name)")
 
 
-def _submitted(handle, name, postscale=1.0, divide_by=1):
+def _submitted(handle, name, postscale=1.0, divide_by=1, set_id=0):
     """Records the op of `handle`; synchronize() applies `postscale` (and, for an integer
     Average reduced as Sum, the truncating division by `divide_by`) to its result."""
-    _handle_of[name] = handle
-    _name_of[handle] = name
+    _handle_of[(set_id, name)] = handle
+    _name_of[handle] = (set_id, name)
     if postscale != 1.0 or divide_by != 1:
         _postscale[handle] = (postscale, divide_by)
     return handle
@@ -178,12 +182,12 @@ def _finish(tensor, post):
         _scale_(tensor, postscale)
 
 
-def _integer_average(tensor, op):
+def _integer_average(tensor, op, set_id=0):
     """Horovod averages integer tensors as the sum divided by the number of ranks, truncated:
     (op to submit, divisor). The runtime itself reduces integers only exactly."""
     if op == Average and isinstance(tensor, torch.Tensor) and not tensor.is_floating_point() \
             and not tensor.is_complex() and tensor.dtype != torch.bool:
-        return Sum, size()
+        return Sum, _size_of(set_id)
     return op, 1
 
 
@@ -203,15 +207,16 @@ class _RefusedOnEveryRank:
     refused on this rank, before the runtime saw it) is also sent to the other ranks, whose op of
     the same name then fails with it instead of waiting for this rank until the stall timeout."""
 
-    def __init__(self, name):
+    def __init__(self, name, set_id=0):
         self.name = name
+        self.set_id = set_id
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, error, _traceback):
         if kind is not None and issubclass(kind, (TypeError, ValueError, NotImplementedError)):
-            _C.refuse(self.name, f"{kind.__name__}: {error}")
+            _C.refuse(self.name, f"{kind.__name__}: {error}", self.set_id)
         return False
 
 
@@ -241,7 +246,7 @@ def _check_factor(factor, which, name):
 
 
 def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-                     postscale_factor=1.0):
+                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place reduction over ranks of ``tensor`` (contiguous, on the CPU); returns a
     handle for synchronize(). ``op``: Average or Sum (floating-point tensors; compressed as
     ``compression`` says), or Min, Max, Product; integer tensors take Sum, Min, Max and Product
@@ -250,75 +255,81 @@ def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_f
 
     ``name``: identical on every rank; None generates one (the same on every rank that submits
     its unnamed ops in the same order). ``prescale_factor`` multiplies the tensor before the
-    reduction, ``postscale_factor`` the result (as Horovod's)."""
-    name = _name_or_generated(name, "allreduce")
-    _check_not_in_flight(name)
-    with _RefusedOnEveryRank(name):
+    reduction, ``postscale_factor`` the result (as Horovod's). ``process_set``: the ranks that
+    take part (add_process_set)."""
+    set_id = _id_of(process_set)
+    name = _name_or_generated(name, "allreduce", set_id)
+    _check_not_in_flight(name, set_id)
+    with _RefusedOnEveryRank(name, set_id):
         prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
                                                postscale_factor)
         c = Compression.of(compression)
-        op, divide_by = _integer_average(tensor, op)
+        op, divide_by = _integer_average(tensor, op, set_id)
         if prescale != 1.0:
             _scale_(tensor, prescale)
         handle = _C.allreduce_async_(tensor, name, _REDUCE_OPS[op], c.compressor, c.ratio,
-                                     c.error_feedback, c.granularity)
-    return _submitted(handle, name, postscale, divide_by)
+                                     c.error_feedback, c.granularity, set_id)
+    return _submitted(handle, name, postscale, divide_by, set_id)
 
 
 def allreduce_async(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-                    postscale_factor=1.0):
+                    postscale_factor=1.0, process_set=global_process_set):
     """Out-of-place allreduce_async_: reduces a copy, ``tensor`` is left unchanged;
     synchronize() returns the new tensor."""
     copy = tensor.detach().clone(memory_format=torch.contiguous_format) if isinstance(
         tensor, torch.Tensor) else tensor
-    return allreduce_async_(copy, name, op, compression, prescale_factor, postscale_factor)
+    return allreduce_async_(copy, name, op, compression, prescale_factor, postscale_factor,
+                            process_set)
 
 
 def allreduce_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-               postscale_factor=1.0):
+               postscale_factor=1.0, process_set=global_process_set):
     """In-place reduction; returns ``tensor`` once every rank has contributed."""
     return synchronize(allreduce_async_(tensor, name, op, compression, prescale_factor,
-                                        postscale_factor))
+                                        postscale_factor, process_set))
 
 
 def allreduce(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-              postscale_factor=1.0):
+              postscale_factor=1.0, process_set=global_process_set):
     """Out-of-place reduction: returns a new tensor, ``tensor`` is left unchanged.
     Differentiable: the gradient is reduced the same way (average or sum) under ``name``.grad."""
     from .autograd import allreduce_with_grad
-    name = _name_or_generated(name, "allreduce")
-    return allreduce_with_grad(tensor, name, op, compression, prescale_factor, postscale_factor)
+    name = _name_or_generated(name, "allreduce", _id_of(process_set))
+    return allreduce_with_grad(tensor, name, op, compression, prescale_factor, postscale_factor,
+                               process_set)
 
 
-def broadcast_async_(tensor, root_rank, name=None):
-    """Starts an in-place broadcast of ``tensor`` from ``root_rank`` (any dtype but complex)."""
-    name = _name_or_generated(name, "broadcast")
-    _check_not_in_flight(name)
-    with _RefusedOnEveryRank(name):
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts an in-place broadcast of ``tensor`` from ``root_rank`` (any dtype but complex; in a
+    process set, root_rank is still a rank of the job, as in Horovod)."""
+    set_id = _id_of(process_set)
+    name = _name_or_generated(name, "broadcast", set_id)
+    _check_not_in_flight(name, set_id)
+    with _RefusedOnEveryRank(name, set_id):
         _check_tensor(tensor, name)
         if not isinstance(root_rank, int) or isinstance(root_rank, bool):
             raise TypeError(f"root_rank must be an int, not {type(root_rank).__name__}")
-        handle = _C.broadcast_async_(tensor, name, root_rank)
-    return _submitted(handle, name)
+        handle = _C.broadcast_async_(tensor, name, root_rank, set_id)
+    return _submitted(handle, name, set_id=set_id)
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Out-of-place broadcast_async_: synchronize() returns a new tensor."""
     copy = tensor.detach().clone(memory_format=torch.contiguous_format) if isinstance(
         tensor, torch.Tensor) else tensor
-    return broadcast_async_(copy, root_rank, name)
+    return broadcast_async_(copy, root_rank, name, process_set)
 
 
-def broadcast_(tensor, root_rank, name=None):
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def broadcast(tensor, root_rank, name=None):
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Out-of-place broadcast: returns a new tensor holding root_rank's values. Differentiable:
     root_rank's gradient is the sum of every rank's, the others' zero."""
     from .autograd import broadcast_with_grad
-    name = _name_or_generated(name, "broadcast")
-    return broadcast_with_grad(tensor, root_rank, name)
+    name = _name_or_generated(name, "broadcast", _id_of(process_set))
+    return broadcast_with_grad(tensor, root_rank, name, process_set)
 
 
 def join(device=-1):
@@ -330,10 +341,12 @@ def join(device=-1):
     return _C.join()
 
 
-def barrier():
-    """Returns once every rank has called barrier() (an op through the coordinator, like the
-    others: ranks must call it in the same order relative to their unnamed ops)."""
-    allreduce_(torch.zeros(1), _name_or_generated(None, "barrier"), Sum, Compression.none)
+def barrier(process_set=global_process_set):
+    """Returns once every rank (of ``process_set``) has called barrier() (an op through the
+    coordinator, like the others: ranks must call it in the same order relative to their unnamed
+    ops)."""
+    allreduce_(torch.zeros(1), _name_or_generated(None, "barrier", _id_of(process_set)), Sum,
+               Compression.none, process_set=process_set)
 
 
 def poll(handle):
@@ -398,6 +411,7 @@ def config():
     return _C.config()
 
 
-def stats():
-    """This rank's counters (ops, buckets, bytes, seconds, per compressor) as a dict."""
-    return _C.stats()
+def stats(process_set=global_process_set):
+    """This rank's counters (ops, buckets, bytes, seconds, per compressor) as a dict; those of
+    ``process_set``'s runtime when given (zeros where this rank is not a member)."""
+    return _C.stats(_id_of(process_set))

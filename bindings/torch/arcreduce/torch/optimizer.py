@@ -10,7 +10,9 @@ import warnings
 
 import torch
 
-from .mpi_ops import Average, Compression, allreduce_async_, config, synchronize
+from .collectives import sparse_allreduce_async
+from .mpi_ops import Average, Compression, allreduce_async, allreduce_async_, config, synchronize
+from .process_sets import _id_of, global_process_set
 
 # Compressors that take ARCREDUCE_ERROR_FEEDBACK (the others ignore it or keep their own).
 _FEEDBACK_COMPRESSORS = ("topk", "randk", "arctopk")
@@ -31,7 +33,8 @@ ADAPTIVE_RATIO = 0.5
 class _DistributedOptimizer:
     """Mixin placed before the wrapped optimizer's class in the MRO (see DistributedOptimizer)."""
 
-    def _arc_setup(self, named_parameters, compression, op, backward_passes_per_step, prefix):
+    def _arc_setup(self, named_parameters, compression, op, backward_passes_per_step, prefix,
+                   process_set, sparse_as_dense):
         params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is None:
             names = {}
@@ -50,6 +53,11 @@ class _DistributedOptimizer:
         self._arc_pairing = None  # (Compression, carries momentum) of the step in flight
         self._arc_skip_sync = False
         self._arc_op = op
+        _id_of(process_set)  # raises for a set that is not registered
+        self._arc_process_set = process_set
+        self._arc_sparse_as_dense = bool(sparse_as_dense)
+        # Ranks outside the process set train on their own: no hooks, no reduction (Horovod's).
+        self._arc_included = process_set.included()
         self._arc_passes = backward_passes_per_step
         self._arc_names = {p: prefix + names[p] for p in params}
         self._arc_params = [p for p in params if p.requires_grad]
@@ -58,7 +66,7 @@ class _DistributedOptimizer:
         self._arc_synchronized = False
         self._arc_grad_accs = []
         with torch.enable_grad():
-            for p in self._arc_params:
+            for p in (self._arc_params if self._arc_included else []):
                 accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
                 accumulator.register_hook(self._arc_hook(p))
                 self._arc_grad_accs.append(accumulator)
@@ -84,8 +92,20 @@ class _DistributedOptimizer:
     def _arc_submit(self, p):
         compression = self._arc_pair()[0]
         self._arc_synchronized = False
-        self._arc_handles[p] = allreduce_async_(p.grad, self._arc_names[p], self._arc_op,
-                                                compression)
+        name, ps = self._arc_names[p], self._arc_process_set
+        if p.grad.is_sparse:
+            # A sparse gradient (nn.Embedding(sparse=True)) is reduced by allgathering its rows,
+            # or densely with sparse_as_dense; either way the reduced gradient replaces p.grad
+            # in sparse form (sparse optimizers such as SparseAdam need one). A callable handle.
+            if self._arc_sparse_as_dense:
+                dense = allreduce_async(p.grad.to_dense(), name, self._arc_op, compression,
+                                        process_set=ps)
+                self._arc_handles[p] = lambda: synchronize(dense).to_sparse()
+            else:
+                self._arc_handles[p] = sparse_allreduce_async(p.grad, name, self._arc_op, ps)
+            return
+        self._arc_handles[p] = allreduce_async_(p.grad, name, self._arc_op, compression,
+                                                process_set=ps)
 
     def gradient_names(self):
         """{parameter: name}: the name each parameter's gradient is reduced under (``prefix``
@@ -120,16 +140,23 @@ class _DistributedOptimizer:
     def synchronize(self):
         """Waits until every gradient is averaged. Parameters whose hook did not fire on this
         rank (unused in this step's forward) are submitted now, a zero gradient where they have
-        none, so every rank submits every name. Raises the first error after all ops ended."""
+        none, so every rank submits every name. Raises the first error after all ops ended.
+        Nothing to wait for on a rank outside the optimizer's process set."""
+        if not self._arc_included:
+            self._arc_synchronized = True
+            return
         for p in self._arc_params:
             if p not in self._arc_handles:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
                 self._arc_submit(p)
         error = None
-        for handle in self._arc_handles.values():
+        for p, handle in self._arc_handles.items():
             try:
-                synchronize(handle)
+                if callable(handle):  # a sparse gradient: the result replaces it
+                    p.grad = handle()
+                else:
+                    synchronize(handle)
             except Exception as e:  # noqa: BLE001  (wait for every op before raising)
                 error = error or e
         self._arc_handles.clear()
@@ -261,7 +288,8 @@ def _names_of(named_parameters, params):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=None, op=Average,
-                         backward_passes_per_step=1, prefix="grad."):
+                         backward_passes_per_step=1, prefix="grad.",
+                         process_set=global_process_set, sparse_as_dense=False):
     """Returns a distributed version of ``optimizer``: an instance of a subclass of its class
     sharing its parameter groups, hyperparameters and state (keep using the returned object).
 
@@ -269,7 +297,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None, op=
     (otherwise positions in the parameter groups are used). ``compression``: None (the
     ARCREDUCE_* configuration), a compressor name or a ``Compression``. ``op``: Average or Sum.
     ``backward_passes_per_step``: backward passes whose gradients accumulate before one
-    reduction.
+    reduction. ``process_set``: the ranks whose gradients are averaged together; the ranks
+    outside it update from their own gradients (as Horovod). ``sparse_as_dense``: reduce sparse
+    gradients densely (one allreduce of the whole tensor) instead of allgathering their rows.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
@@ -278,5 +308,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None, op=
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
     distributed = cls.__new__(cls)
     distributed.__dict__.update(optimizer.__dict__)
-    distributed._arc_setup(named_parameters, compression, op, backward_passes_per_step, prefix)
+    distributed._arc_setup(named_parameters, compression, op, backward_passes_per_step, prefix,
+                           process_set, sparse_as_dense)
     return distributed
