@@ -37,6 +37,8 @@ struct Entry {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {
+      {{"--preset", kEnvPreset, "a set of settings: default, paper (the ARC-Top-K paper's)"},
+       [](const std::string& t, Config* c) { *c = Config::preset(t); }},
       {{"--compressor", kEnvCompressor, "compressor: none, fp16, topk, randk, arctopk, ..."},
        [](const std::string& t, Config* c) { c->compressor = t; }},
       {{"--compress-ratio", kEnvCompressRatio, "fraction of gradient entries kept, in (0, 1]"},

@@ -179,6 +179,22 @@ void Config::validate() const {
   validate_config(*this, {});
 }
 
+Config Config::preset(const std::string& name) {
+  Config c;
+  if (name == "default") return c;
+  if (name != "paper") reject(kEnvPreset, name, "default or paper");
+  // ARC-Top-K as its paper runs it. The paper does not give EF21M's eta or how its state starts:
+  // those keep the runtime's defaults (ef_momentum, ef_init).
+  c.compressor = "arctopk";
+  c.compress_ratio = 0.2;
+  c.sketch_rank = 4;
+  c.row_length = 0;  // the tensor's natural rows
+  c.random_rows = 0;
+  c.error_feedback = "ef21m";
+  c.warmup_steps = 1000;
+  return c;
+}
+
 Config Config::from_env() {
   Config c;
   std::map<std::string, std::string> env;
@@ -201,6 +217,7 @@ Config Config::from_env() {
     auto it = env.find(var);
     if (it != env.end()) apply(it->first, it->second);
   };
+  get(kEnvPreset, [&](auto&, auto& v) { c = preset(v); });  // first: the variables below win
   get(kEnvCompressor, [&](auto&, auto& v) { c.compressor = v; });
   get(kEnvCompressRatio, [&](auto& k, auto& v) { c.compress_ratio = parse_double(k, v); });
   get(kEnvSketchRank, [&](auto& k, auto& v) {

@@ -7,7 +7,8 @@
 namespace arcreduce {
 
 const std::vector<std::string>& config_variables() {
-  static const std::vector<std::string> vars = {kEnvCompressor,
+  static const std::vector<std::string> vars = {kEnvPreset,
+                                                kEnvCompressor,
                                                 kEnvCompressRatio,
                                                 kEnvSketchRank,
                                                 kEnvErrorFeedback,

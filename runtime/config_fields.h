@@ -9,6 +9,7 @@
 
 namespace arcreduce {
 
+constexpr const char* kEnvPreset = "ARCREDUCE_PRESET";
 constexpr const char* kEnvCompressor = "ARCREDUCE_COMPRESSOR";
 constexpr const char* kEnvCompressRatio = "ARCREDUCE_COMPRESS_RATIO";
 constexpr const char* kEnvSketchRank = "ARCREDUCE_SKETCH_RANK";

@@ -27,6 +27,7 @@ std::string error_of(const std::string& name, const std::string& value) {
 
 TEST(RuntimeFlags, EveryFlagMapsToItsVariable) {
   const std::vector<std::pair<std::string, std::string>> expected = {
+      {"--preset", "ARCREDUCE_PRESET"},
       {"--compressor", "ARCREDUCE_COMPRESSOR"},
       {"--compress-ratio", "ARCREDUCE_COMPRESS_RATIO"},
       {"--sketch-rank", "ARCREDUCE_SKETCH_RANK"},
@@ -53,6 +54,8 @@ TEST(RuntimeFlags, EveryFlagMapsToItsVariable) {
 
 TEST(RuntimeFlags, ValidValuesAreForwardedAsWritten) {
   const std::vector<std::pair<std::string, std::string>> valid = {
+      {"--preset", "paper"},
+      {"--preset", "default"},
       {"--compressor", "powersgd"},
       {"--compress-ratio", "1"},
       {"--compress-ratio", "0.010"},
@@ -70,6 +73,13 @@ TEST(RuntimeFlags, ValidValuesAreForwardedAsWritten) {
   for (const auto& [name, value] : valid) {
     EXPECT_EQ(variable_value(flag(name), value), value) << name;
   }
+}
+
+TEST(RuntimeFlags, UnknownPresetNamesTheAcceptedOnes) {
+  const std::string message = error_of("--preset", "paperr");
+  EXPECT_NE(message.find("--preset 'paperr' is invalid (ARCREDUCE_PRESET)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("default or paper"), std::string::npos) << message;
 }
 
 TEST(RuntimeFlags, FusionThresholdIsMebibytesToBytes) {

@@ -45,6 +45,52 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_EQ(c.batch_compressed, CompressedBatching::kAuto);
 }
 
+TEST(Config, PaperPresetSetsThePapersChoices) {
+  EnvGuard env;
+  env.set("ARCREDUCE_PRESET", "paper");
+  const Config c = Config::from_env();
+  EXPECT_EQ(c.compressor, "arctopk");
+  EXPECT_EQ(c.compress_ratio, 0.2);
+  EXPECT_EQ(c.sketch_rank, 4);
+  EXPECT_EQ(c.row_length, 0);
+  EXPECT_EQ(c.random_rows, 0.0);
+  EXPECT_EQ(c.error_feedback, "ef21m");
+  EXPECT_EQ(c.warmup_steps, 1000);
+  // What the paper does not give keeps the runtime's defaults.
+  EXPECT_EQ(c.ef_momentum, Config().ef_momentum);
+  EXPECT_EQ(c.ef_init, Config().ef_init);
+  EXPECT_EQ(c.fusion_threshold, Config().fusion_threshold);
+}
+
+TEST(Config, VariablesOverrideThePresetWhateverTheirOrder) {
+  EnvGuard env;
+  env.set("ARCREDUCE_COMPRESS_RATIO", "0.05");
+  env.set("ARCREDUCE_PRESET", "paper");
+  env.set("ARCREDUCE_WARMUP_STEPS", "10");
+  const Config c = Config::from_env();
+  EXPECT_EQ(c.compress_ratio, 0.05);
+  EXPECT_EQ(c.warmup_steps, 10);
+  EXPECT_EQ(c.sketch_rank, 4);  // still the preset's
+}
+
+TEST(Config, DefaultPresetIsTheDefaultsAndUnknownOnesAreRefused) {
+  EnvGuard env;
+  env.set("ARCREDUCE_PRESET", "default");
+  const Config c = Config::from_env();
+  EXPECT_EQ(c.compress_ratio, Config().compress_ratio);
+  EXPECT_EQ(c.error_feedback, Config().error_feedback);
+  env.set("ARCREDUCE_PRESET", "papr");
+  try {
+    Config::from_env();
+    FAIL() << "an unknown preset was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ARCREDUCE_PRESET"));
+    EXPECT_THAT(e.what(), HasSubstr("papr"));
+    EXPECT_THAT(e.what(), HasSubstr("default or paper"));
+  }
+  EXPECT_NO_THROW(Config::preset("paper").validate());
+}
+
 TEST(Config, ReadsEveryVariable) {
   EnvGuard env;
   env.set("ARCREDUCE_COMPRESSOR", "topk");

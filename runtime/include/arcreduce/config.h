@@ -86,9 +86,16 @@ struct Config {
   // faster; kOn ("1") holds from the second step, kOff ("0") never holds.
   CompressedBatching batch_compressed = CompressedBatching::kAuto;
 
-  // Reads every ARCREDUCE_* variable over the defaults; throws Error naming the variable, the
-  // value and what is accepted. Unknown ARCREDUCE_* variables are an error too (typos).
+  // Reads every ARCREDUCE_* variable over the defaults, or over the preset ARCREDUCE_PRESET names
+  // (each setting of a preset can still be overridden by its own variable); throws Error naming
+  // the variable, the value and what is accepted. Unknown ARCREDUCE_* variables are an error too
+  // (typos).
   static Config from_env();
+  // The defaults with a named set of settings applied: "default" (the defaults above) or "paper"
+  // (ARC-Top-K as its paper configures it: ratio 0.2, sketch rank 4, the tensors' natural rows,
+  // no random rows, EF21M, 1000 dense warm-up steps; docs/configuration.md, "Presets"). Throws
+  // Error naming ARCREDUCE_PRESET and the accepted names for any other name.
+  static Config preset(const std::string& name);
   // Throws Error (naming the field's variable) if any field is out of range.
   void validate() const;
 };
