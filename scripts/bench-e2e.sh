@@ -4,10 +4,12 @@
 #   cpp-mlp    examples/03_fashion_mnist's MLP (train_fashion_mnist --step-bench), beside a
 #              PyTorch twin of it under DDP (bench/e2e/torch_step_bench.py --model fmnist-mlp)
 #   torch-mlp  a 4.2M-parameter PyTorch MLP (bench/e2e/torch_step_bench.py --model mlp4m)
-# for the variants floor (no communication), dense and arctopk (arcreduce), ddp and ddp-powersgd
-# (PyTorch DDP over gloo), and torch-floor (cpp-mlp: the PyTorch twin without communication),
-# in every setting: 1 host (a local launch of $LOCAL_RANKS ranks) and, for each host count above
-# 1, a simulated cluster (scripts/sim-cluster.sh, one rank per host) at each rate. Prints every
+# for the variants floor (no communication), dense and arctopk (arcreduce at its defaults), paper
+# (ARCREDUCE_PRESET=paper, timed past its dense warm-up), topk (All-Gather Top-K at 1%; the C++
+# example only), ddp and ddp-powersgd (PyTorch DDP over gloo), and torch-floor (cpp-mlp: the
+# PyTorch twin without communication), in every setting: 1 host (a local launch of $LOCAL_RANKS
+# ranks) and, for each host count above 1, a simulated cluster (scripts/sim-cluster.sh, one rank
+# per host, each host held to a CPU budget of its own: CPUS) at each rate, PASSES times. Prints every
 # command and its raw output; writes OUT_DIR/results.jsonl (one JSON line per run), meta.json,
 # raw.txt, then table.md and step-time.png (bench/e2e/make_report.py).
 #
@@ -16,7 +18,10 @@
 #     bash scripts/bench-e2e.sh
 #
 # Environment: HOSTS ("1 2 4"), RATES ("100mbit 1gbit"), WORKLOADS ("cpp-mlp torch-mlp"),
-# VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"), STEPS (40 timed steps at most),
+# VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"; also paper, topk), STEPS (40 timed
+# steps at most), CPUS (each simulated host's CPU budget in cores; "auto", the default, gives the
+# hosts 0.9 of the machine's cores between them, e.g. 0.22 each for 8 hosts on 2 cores; 0: no
+# budget, the hosts share the cores), PASSES (1: how often each setting's variants run, in turn),
 # WARMUP (5; ARC_WARMUP, 30, for the arctopk rows, past the runtime's batching trial), BUDGET (20: seconds of timed steps a run aims at; fewer steps, at least 10, when
 # the warm-up says STEPS would take longer; 0 always times STEPS), LOCAL_RANKS (2), RUN_TIMEOUT
 # (300 s per run), BUILD_DIR (build/), OUT_DIR (docs/results/e2e), PYTHON (/usr/bin/python3,
@@ -38,6 +43,8 @@ warmup=${WARMUP:-5}
 arc_warmup=${ARC_WARMUP:-30}
 budget=${BUDGET:-20}
 local_ranks=${LOCAL_RANKS:-2}
+cpus=${CPUS:-auto}
+passes=${PASSES:-1}
 run_timeout=${RUN_TIMEOUT:-300}
 python=${PYTHON:-/usr/bin/python3}
 data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
@@ -88,10 +95,11 @@ run_one() {  # workload variant -- launch words...
   # The runtime decides whether to hold compressed tensors to one cycle by timing steps 4-27
   # (ARCREDUCE_BATCH_COMPRESSED=auto): ARC-Top-K rows are timed after that trial.
   local warm=$warmup
-  if [[ $variant == arctopk ]] && ((warm < arc_warmup)); then warm=$arc_warmup; fi
+  if [[ $variant == arctopk || $variant == paper || $variant == topk ]] &&
+     ((warm < arc_warmup)); then warm=$arc_warmup; fi
   local bench_flags=(--steps "$steps" --warmup "$warm" --budget "$budget")
   case "$workload:$variant" in
-    cpp-mlp:floor | cpp-mlp:dense | cpp-mlp:arctopk)
+    cpp-mlp:floor | cpp-mlp:dense | cpp-mlp:arctopk | cpp-mlp:topk | cpp-mlp:paper)
       program=("$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --step-bench "$steps"
                --step-bench-warmup "$warm" --step-bench-budget "$budget" --data-dir "$data_dir"
                --train-samples 16384 --test-samples 1)
@@ -99,6 +107,8 @@ run_one() {  # workload variant -- launch words...
         floor) program+=(--no-communication) ;;
         dense) program+=(--compressor dense) ;;
         arctopk) program+=(--compressor arctopk --compress-ratio 0.01) ;;
+        topk) program+=(--compressor topk --compress-ratio 0.01) ;;
+        paper) ;;  # the preset's compressor and ratio (the example reads the environment)
       esac
       ;;
     cpp-mlp:torch-floor | cpp-mlp:ddp | cpp-mlp:ddp-powersgd | torch-mlp:*)
@@ -118,6 +128,10 @@ run_one() {  # workload variant -- launch words...
   case $variant in
     dense) runtime=(--compressor none) ;;
     arctopk) runtime=(--compressor arctopk --compress-ratio 0.01) ;;
+    topk) runtime=(--compressor topk --compress-ratio 0.01) ;;
+    # The step of the paper's configuration once compressing: its 1000 dense warm-up steps are
+    # dense's step, and --step-bench times tens of steps.
+    paper) runtime=(--preset paper --warmup-steps 0) ;;
   esac
   local -a launch=("$@")
   launch+=("${runtime[@]}" -x "MASTER_PORT=$(free_port)" -x "PYTHONPATH=$build_dir/python")
@@ -127,18 +141,29 @@ run_one() {  # workload variant -- launch words...
   timeout "$run_timeout" "${launch[@]}" -- "${program[@]}" >"$dir/out" 2>&1 || status=$?
   cat "$dir/out"
   "$python" "$root/bench/e2e/make_report.py" collect "setting=$setting" "hosts=$hosts" \
-    "link=$link" "workload=$workload" "variant=$variant" "exit=$status" \
+    "link=$link" "workload=$workload" "variant=$variant" "exit=$status" "pass=$pass" \
     <"$dir/out" >>"$out_dir/results.jsonl"
   ((status == 0)) || echo "bench-e2e: $workload $variant exited $status"
 }
 
 run_setting() {  # launch words...
   local workload variant
-  for workload in $workloads; do
-    for variant in $variants; do
-      run_one "$workload" "$variant" -- "$@"
+  for ((pass = 1; pass <= passes; ++pass)); do
+    for workload in $workloads; do
+      for variant in $variants; do
+        run_one "$workload" "$variant" -- "$@"
+      done
     done
   done
+}
+
+# host_budget HOSTS: the --cpus of a cluster of HOSTS hosts ("" for none; see CPUS above).
+host_budget() {
+  case $cpus in
+    0 | none) echo "" ;;
+    auto) awk -v n="$(nproc)" -v h="$1" 'BEGIN { printf "%.2f", int(90 * n / h) / 100 }' ;;
+    *) echo "$cpus" ;;
+  esac
 }
 
 ran=0
@@ -152,13 +177,21 @@ for hosts in $host_counts; do
     continue
   fi
   for rate in $rates; do
+    budget_cores=$(host_budget "$hosts")
     setting="$hosts hosts $rate" link="simulated, $rate per host"
+    budget_args=()
+    if [[ -n "$budget_cores" ]]; then
+      setting+=", ${budget_cores} core each"
+      link+=", ${budget_cores} core per host"
+      budget_args=(--cpus "$budget_cores")
+    fi
     echo
     echo "=== $setting, one rank per host ==="
-    bench_show bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" --name "$name" --dir "$cluster_dir"
+    bench_show bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" "${budget_args[@]}" \
+      --name "$name" --dir "$cluster_dir"
     status=0
-    up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
-      --dir "$cluster_dir" 2>&1) || status=$?
+    up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" "${budget_args[@]}" \
+      --name "$name" --dir "$cluster_dir" 2>&1) || status=$?
     echo "${up_log//"$cluster_dir"/DIR}"
     if ((status == 77)); then
       echo "bench-e2e: no simulated cluster here (see above): cluster settings skipped"

@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 # Variants in table order, and which floor each one is compared with.
-ORDER = ["floor", "dense", "arctopk", "torch-floor", "ddp", "ddp-powersgd"]
+ORDER = ["floor", "dense", "arctopk", "paper", "topk", "torch-floor", "ddp", "ddp-powersgd"]
 WORKLOADS = {"cpp-mlp": "C++ example MLP (examples/03)", "torch-mlp": "PyTorch MLP 4.2M"}
 
 
@@ -132,7 +132,32 @@ def settings_of(rows):
 
 def variant_key(row):
     v = row.get("variant", "")
-    return ORDER.index(v) if v in ORDER else len(ORDER)
+    return (ORDER.index(v) if v in ORDER else len(ORDER), int(row.get("pass") or 1))
+
+
+def label(row, passes):
+    """The variant, and which pass where a setting ran its variants more than once."""
+    return f"{row.get('variant')} #{row.get('pass')}" if passes > 1 else str(row.get("variant"))
+
+
+def spread_lines(group):
+    """Per variant run in several passes: the passes' medians and their spread, (max - min) /
+    median of the medians (the noise a gap must exceed to be a finding)."""
+    lines = []
+    for variant in sorted({r.get("variant") for r in group},
+                          key=lambda v: ORDER.index(v) if v in ORDER else len(ORDER)):
+        medians = [r["median_s"] for r in group
+                   if r.get("variant") == variant and "median_s" in r]
+        if len(medians) < 2:
+            continue
+        mid = statistics.median(medians)
+        lines.append(f"| {variant} | {len(medians)} | {fmt(mid, 1e3)} | "
+                     f"{fmt(min(medians), 1e3)}-{fmt(max(medians), 1e3)} | "
+                     f"{100 * (max(medians) - min(medians)) / mid:.1f}% |")
+    if not lines:
+        return []
+    return (["", "| variant | passes | median of medians, ms | range, ms | spread |",
+             "|---|---|---|---|---|"] + lines)
 
 
 def table(rows, meta):
@@ -164,23 +189,25 @@ def table(rows, meta):
                   "| variant | program | steps | median ms | p90 ms | vs DDP dense | vs floor | "
                   "wait ms | bytes/step | coord. CPU ms/step | collectives/step | held steps |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        passes = max(int(r.get("pass") or 1) for r in group)
         ddp = next((r for r in group if r.get("variant") == "ddp" and "median_s" in r), None)
         floors = {r.get("program"): r for r in group
                   if r.get("variant") in ("floor", "torch-floor") and "median_s" in r}
         for r in group:
             if r.get("failed") or "median_s" not in r:
-                lines.append(f"| {r.get('variant')} | {r.get('program', '')} | failed "
+                lines.append(f"| {label(r, passes)} | {r.get('program', '')} | failed "
                              f"(exit {r.get('exit', '?')}) | | | | | | | | | |")
                 continue
             floor = floors.get(r.get("program"))
             vs_ddp = f"{r['median_s'] / ddp['median_s']:.2f}x" if ddp else "n/a"
             vs_floor = f"{r['median_s'] / floor['median_s']:.2f}x" if floor else "n/a"
             lines.append(
-                f"| {r['variant']} | {r.get('program')} | {r.get('steps')} | "
+                f"| {label(r, passes)} | {r.get('program')} | {r.get('steps')} | "
                 f"{fmt(r['median_s'], 1e3)} | {fmt(r['p90_s'], 1e3)} | {vs_ddp} | {vs_floor} | "
                 f"{fmt(r.get('median_wait_s'), 1e3)} | {fmt_bytes(r)} | "
                 f"{fmt(r.get('coordinator_cpu_s_per_step'), 1e3, 2)} | "
                 f"{fmt(r.get('collectives_per_step'))} | {held(r)} |")
+        lines += spread_lines(group)
         lines.append("")
     return "\n".join(lines)
 
