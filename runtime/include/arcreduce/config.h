@@ -20,7 +20,7 @@ struct Config {
   // are split into equal pieces (docs/compressors.md, "Matrix view"). 0 keeps the natural view.
   int64_t row_length = 256;
   // ARCREDUCE_RANDOM_ROWS: fraction of ARC-Top-K's k rows drawn uniformly at random (the same
-  // on every rank) instead of by score, in [0, 1] (docs/compressors.md, "Random rows").
+  // on every rank) instead of by score, in [0, 1] (docs/compressors.md, "ARC-Top-K").
   double random_rows = 0.5;
   std::string error_feedback = "efm";        // ARCREDUCE_ERROR_FEEDBACK
   double ef_momentum = 0.1;                  // ARCREDUCE_EF_MOMENTUM, in (0, 1]
@@ -81,7 +81,7 @@ struct Config {
   // and then go out in one cycle. Fewer rounds, but no overlap of the compressed exchange with
   // backward: it pays where rounds are costly and the exchange is short (many ranks per core, a
   // fast link), and loses on slow links (docs/runtime.md, "One cycle"). kAuto (default, "auto")
-  // times steps 4-19 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then every
+  // times steps 4-27 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then every
   // rank holds from then on unless the ranks' averaged medians say not holding is more than 3%
   // faster; kOn ("1") holds from the second step, kOff ("0") never holds.
   CompressedBatching batch_compressed = CompressedBatching::kAuto;

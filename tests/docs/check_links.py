@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Every relative link of the README, docs/ and the examples' READMEs resolves: the file exists
+and, where the link names an anchor (#section), the target Markdown file has a heading with that
+anchor (GitHub's rule: lower case, punctuation but "-" and "_" dropped, spaces to hyphens) or an
+<a id="..."> of that name.
+
+  check_links.py REPO_ROOT
+Prints each broken link as FILE:LINE: LINK (why) and exits 1 if there is any."""
+import pathlib
+import re
+import sys
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
+HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
+
+
+def anchor(heading):
+    text = heading.replace("`", "").replace("*", "")  # inline markup (GitHub keeps "_")
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links keep their text
+    text = text.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors_of(path, cache={}):
+    if path not in cache:
+        found, counts, fence = set(), {}, False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.lstrip().startswith("```"):
+                fence = not fence
+                continue
+            if not fence:
+                found.update(HTML_ANCHOR.findall(line))
+            m = None if fence else HEADING.match(line)
+            if m:
+                a = anchor(m.group(1))
+                n = counts.get(a, 0)
+                counts[a] = n + 1
+                found.add(a if n == 0 else f"{a}-{n}")
+        cache[path] = found
+    return cache[path]
+
+
+def markdown_files(root):
+    yield root / "README.md"
+    yield from sorted((root / "docs").rglob("*.md"))
+    yield from sorted((root / "examples").glob("*/README.md"))
+    yield from sorted((root / "bench").rglob("README.md"))
+
+
+def main(root):
+    broken = []
+    for md in markdown_files(root):
+        fence = False
+        for number, line in enumerate(md.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                fence = not fence
+            if fence:
+                continue
+            for target in LINK.findall(line):
+                if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+                    continue
+                path_part, _, frag = target.partition("#")
+                dest = md if not path_part else (md.parent / path_part)
+                where = f"{md.relative_to(root)}:{number}: {target}"
+                if not dest.exists():
+                    broken.append(f"{where} (no such file)")
+                elif frag and dest.suffix == ".md" and frag not in anchors_of(dest.resolve()):
+                    broken.append(f"{where} (no heading '#{frag}' in {dest.name})")
+    for b in broken:
+        print(b)
+    print(f"check_links: {len(broken)} broken link(s)" if broken else "check_links: every link resolves")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()))
