@@ -43,7 +43,7 @@ warmup=${WARMUP:-5}
 arc_warmup=${ARC_WARMUP:-30}
 budget=${BUDGET:-20}
 local_ranks=${LOCAL_RANKS:-2}
-cpus=${CPUS:-auto}
+host_cpus=${CPUS:-auto}  # not `cpus`: cluster.env, sourced below, sets that
 passes=${PASSES:-1}
 run_timeout=${RUN_TIMEOUT:-300}
 python=${PYTHON:-/usr/bin/python3}
@@ -159,10 +159,10 @@ run_setting() {  # launch words...
 
 # host_budget HOSTS: the --cpus of a cluster of HOSTS hosts ("" for none; see CPUS above).
 host_budget() {
-  case $cpus in
+  case $host_cpus in
     0 | none) echo "" ;;
     auto) awk -v n="$(nproc)" -v h="$1" 'BEGIN { printf "%.2f", int(90 * n / h) / 100 }' ;;
-    *) echo "$cpus" ;;
+    *) echo "$host_cpus" ;;
   esac
 }
 
