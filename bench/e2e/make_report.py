@@ -8,6 +8,10 @@
                                                           (or one "failed" line if there is none)
   make_report.py report OUT_DIR [--plot PNG]              OUT_DIR/results.jsonl -> table.md and
                                                           step-time.png (matplotlib)
+  make_report.py ratios PNG OUT_DIR... [--workload W]     each compressed variant's step as a
+                                                          multiple of dense's in the same
+                                                          setting: median over passes, bar from
+                                                          the fastest to the slowest pass
 
 Median and p90 are recomputed from each run's per-step times (the median of an even count is the
 mean of the middle two, p90 the nearest rank round(0.9 (n - 1))). "vs DDP" divides by the DDP
@@ -265,6 +269,71 @@ def plot(rows, path):
     return ""
 
 
+def step_ratios(rows, workload="cpp-mlp"):
+    """{setting: {variant: (median, min, max)}} of each variant's pass medians divided by the
+    median over passes of dense's in the same setting (settings in first-seen order)."""
+    out = {}
+    for setting, w in settings_of(rows):
+        if w != workload:
+            continue
+        group = [r for r in rows if r.get("setting") == setting and r.get("workload") == w
+                 and "median_s" in r]
+        dense = [r["median_s"] for r in group if r.get("variant") == "dense"]
+        if not dense:
+            continue
+        base = statistics.median(dense)
+        per = {}
+        for variant in sorted({r["variant"] for r in group} - {"dense", "floor"},
+                              key=lambda v: ORDER.index(v) if v in ORDER else len(ORDER)):
+            ratios = [r["median_s"] / base for r in group if r["variant"] == variant]
+            per[variant] = (statistics.median(ratios), min(ratios), max(ratios))
+        out[setting] = per
+    return out
+
+
+LABELS = {"arctopk": "ARC-Top-K, defaults", "paper": "ARC-Top-K, the paper's settings",
+          "topk": "All-Gather Top-K 1%"}
+
+
+def cmd_ratios(args):
+    rows = []
+    for out_dir in args.out_dirs:
+        rows += load(out_dir)[0]
+    ratios = step_ratios(rows, args.workload)
+    for setting, per in ratios.items():
+        for variant, (mid, lo, hi) in per.items():
+            print(f"{setting}: {variant} {mid:.3f}x ({lo:.3f}-{hi:.3f})")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    settings = list(ratios)
+    variants = [v for v in ORDER if any(v in per for per in ratios.values())]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    width = 0.8 / max(1, len(variants))
+    for i, variant in enumerate(variants):
+        xs, mids, lows, highs = [], [], [], []
+        for j, setting in enumerate(settings):
+            if variant in ratios[setting]:
+                mid, lo, hi = ratios[setting][variant]
+                xs.append(j + (i - (len(variants) - 1) / 2) * width)
+                mids.append(mid)
+                lows.append(mid - lo)
+                highs.append(hi - mid)
+        ax.bar(xs, mids, width, yerr=[lows, highs], capsize=3,
+               label=LABELS.get(variant, variant))
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylim(0, 1.15)
+    ax.text(-0.45, 1.02, "dense", ha="left", va="bottom", fontsize="small")
+    ax.set_xticks(range(len(settings)))
+    ax.set_xticklabels(settings)
+    ax.set_ylabel("training step / dense's")
+    ax.set_title("examples/03's MLP: step time against dense (median of passes, bar: range)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=100)
+    print(f"plot: {args.png}")
+
+
 def cmd_report(args):
     rows, meta = load(args.out_dir)
     text = table(rows, meta)
@@ -293,8 +362,13 @@ def main():
     r = sub.add_parser("report")
     r.add_argument("out_dir")
     r.add_argument("--plot", help="PNG path (default OUT_DIR/step-time.png)")
+    q = sub.add_parser("ratios")
+    q.add_argument("png")
+    q.add_argument("out_dirs", nargs="+")
+    q.add_argument("--workload", default="cpp-mlp")
     args = p.parse_args()
-    {"meta": cmd_meta, "collect": cmd_collect, "report": cmd_report}[args.command](args)
+    {"meta": cmd_meta, "collect": cmd_collect, "report": cmd_report,
+     "ratios": cmd_ratios}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -29,3 +29,12 @@ def test_one_pass_keeps_the_plain_table():
     assert "| dense |" in table and "#1" not in table and "spread" not in table
     # The paper preset sorts after the defaults and before All-Gather Top-K.
     assert e2e.variant_key({"variant": "paper"}) < e2e.variant_key({"variant": "topk"})
+
+
+def test_step_ratios_divide_each_pass_by_denses_median():
+    rows = [run("dense", 1.0, 1), run("dense", 1.2, 2), run("dense", 1.1, 3),
+            run("arctopk", 0.11, 1), run("arctopk", 0.22, 2), run("arctopk", 0.132, 3)]
+    ratios = e2e.step_ratios(rows)["8 hosts 100mbit, 0.22 core each"]
+    mid, lo, hi = ratios["arctopk"]
+    assert abs(mid - 0.12) < 1e-9 and abs(lo - 0.1) < 1e-9 and abs(hi - 0.2) < 1e-9
+    assert "dense" not in ratios
