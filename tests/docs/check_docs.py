@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Every relative link of the README, docs/ and the examples' READMEs resolves: the file exists
-and, where the link names an anchor (#section), the target Markdown file has a heading with that
+"""Checks that keep the user docs true: the README stays within README_MAX_LINES lines, and
+every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
 anchor (GitHub's rule: lower case, punctuation but "-" and "_" dropped, spaces to hyphens) or an
 <a id="..."> of that name.
 
-  check_links.py REPO_ROOT
-Prints each broken link as FILE:LINE: LINK (why) and exits 1 if there is any."""
+  check_docs.py REPO_ROOT
+Prints each problem (a broken link as FILE:LINE: LINK (why)) and exits 1 if there is any."""
 import pathlib
 import re
 import sys
 
+README_MAX_LINES = 150  # a page a user reads in two minutes
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
@@ -68,9 +69,13 @@ def main(root):
                     broken.append(f"{where} (no such file)")
                 elif frag and dest.suffix == ".md" and frag not in anchors_of(dest.resolve()):
                     broken.append(f"{where} (no heading '#{frag}' in {dest.name})")
+    lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
+    if lines > README_MAX_LINES:
+        broken.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
     for b in broken:
         print(b)
-    print(f"check_links: {len(broken)} broken link(s)" if broken else "check_links: every link resolves")
+    print(f"check_docs: {len(broken)} problem(s)" if broken
+          else f"check_docs: every link resolves; README.md has {lines} lines")
     return 1 if broken else 0
 
 
