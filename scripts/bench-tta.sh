@@ -22,7 +22,9 @@
 # arctopk-random (every row drawn at random, ARCREDUCE_RANDOM_ROWS=1, so no sketch, with ef14:
 # the MLP's fastest setting with the optimizer's momentum in docs/time-to-accuracy.md),
 # arctopk-random-efm (every row at random with the runtime's efm and no masking,
-# ARCREDUCE_EF_MASKING=0: as fast on the MLP, with the momentum in the runtime), topk
+# ARCREDUCE_EF_MASKING=0: as fast on the MLP, with the momentum in the runtime), paper
+# (ARCREDUCE_PRESET=paper: the ARC-Top-K paper's settings, its dense warm-up included; not in the
+# default set), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
 # ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
 # lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
@@ -89,7 +91,7 @@ variant_flags() {  # workload variant -> the flags of its program
     dense) echo "$option" dense ;;
     arctopk-default) echo "$option" arctopk ;;
     arctopk-random) echo "$option" arctopk --error-feedback ef14 ;;
-    arctopk-random-efm) echo "$option" arctopk ;;
+    arctopk-random-efm | paper) echo "$option" arctopk ;;
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
     topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
     oktopk | powersgd) echo "$option" "$2" ;;
@@ -102,6 +104,7 @@ variant_env() {  # variant -> arcrun words of the runtime settings it sets
   case $1 in
     arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
     arctopk-random-efm) echo -x ARCREDUCE_RANDOM_ROWS=1 -x ARCREDUCE_EF_MASKING=0 ;;
+    paper) echo -x ARCREDUCE_PRESET=paper ;;
   esac
 }
 
