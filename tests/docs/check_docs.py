@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that keep the user docs true: the README stays within README_MAX_LINES lines, and
-every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
+"""Checks that keep the user docs true: the README stays within README_MAX_LINES lines; every
+ARCREDUCE_* variable (runtime/config_fields.h) has a row in docs/configuration.md whose default
+is the one runtime/include/arcreduce/config.h gives its field; and every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
 anchor (GitHub's rule: lower case, punctuation but "-" and "_" dropped, spaces to hyphens) or an
 <a id="..."> of that name.
 
@@ -43,6 +44,78 @@ def anchors_of(path, cache={}):
     return cache[path]
 
 
+def cpp_default(value):
+    """A Config field's initializer as the text configuration.md shows ("" for none)."""
+    if value is None:
+        return ""
+    value = value.strip()
+    if value.startswith('"'):
+        return value.strip('"')
+    if value in ("true", "false"):
+        return "1" if value == "true" else "0"
+    if "::k" in value:  # an enum: CompressedBatching::kAuto -> auto
+        return value.split("::k", 1)[1].lower()
+    try:
+        return str(eval(re.sub(r"(?<=\d)(ll|u|ull|LL)\b", "", value), {}))  # 64ll << 20
+    except Exception:  # noqa: BLE001
+        return value
+
+
+def config_defaults(root):
+    """{ARCREDUCE_X: default text} of the fields of Config, matched by the variable named in the
+    field's comment (on its line, or opening the comment block above it)."""
+    fields, pending = {}, None
+    field = re.compile(r"^\s*[\w:<>]+\s+(\w+)(?:\s*=\s*([^;]+))?;(.*)$")
+    for line in (root / "runtime/include/arcreduce/config.h").read_text().splitlines():
+        opening = re.match(r"^\s*//\s*(ARCREDUCE_[A-Z_]+)", line)
+        if opening:
+            pending = opening.group(1)
+            continue
+        m = field.match(line)
+        if not m or "(" in m.group(1):
+            continue
+        named = re.search(r"//\s*(ARCREDUCE_[A-Z_]+)", m.group(3))
+        variable = named.group(1) if named else pending
+        if variable:
+            fields[variable] = cpp_default(m.group(2))
+        pending = None
+    return fields
+
+
+def check_configuration(root):
+    """Problems of docs/configuration.md against the variables and their defaults."""
+    variables = re.findall(r'"(ARCREDUCE_[A-Z_]+)"',
+                           (root / "runtime/config_fields.h").read_text())
+    rows = {}
+    for line in (root / "docs/configuration.md").read_text().splitlines():
+        m = re.match(r"^\| `(ARCREDUCE_[A-Z_]+)` \|.*\| ([^|]*) \|\s*$", line)
+        if m and m.group(1) not in rows:
+            rows[m.group(1)] = m.group(2).strip()
+    defaults = config_defaults(root)
+    problems = []
+    for variable in variables:
+        if variable not in rows:
+            problems.append(f"docs/configuration.md: no row for {variable}")
+            continue
+        if variable not in defaults:
+            continue  # not a field of Config (ARCREDUCE_PRESET)
+        shown = rows[variable].replace("`", "").split(" ")[0]
+        want = defaults[variable]
+        same = (shown == want or (shown == "unset" and want == "")
+                or _numbers_equal(shown, want))
+        if not same:
+            problems.append(f"docs/configuration.md: {variable} default '{rows[variable]}', "
+                            f"config.h: '{want}'")
+    return problems
+
+
+def _numbers_equal(a, b):
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
 def markdown_files(root):
     yield root / "README.md"
     yield from sorted((root / "docs").rglob("*.md"))
@@ -69,6 +142,7 @@ def main(root):
                     broken.append(f"{where} (no such file)")
                 elif frag and dest.suffix == ".md" and frag not in anchors_of(dest.resolve()):
                     broken.append(f"{where} (no heading '#{frag}' in {dest.name})")
+    broken += check_configuration(root)
     lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
     if lines > README_MAX_LINES:
         broken.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
