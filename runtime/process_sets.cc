@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tensor_queue/message.h"
+
 namespace arcreduce {
 
 std::string ranks_string(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s + "]";
+  return shape_string(std::vector<int64_t>(ranks.begin(), ranks.end()));
 }
 
 int rank_in_set(const std::vector<int>& ranks, int global_rank) {
