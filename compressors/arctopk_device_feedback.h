@@ -82,7 +82,7 @@ struct ArcFeedbackTensor {
 struct ArcFeedbackPlan {
   FeedbackKind kind = FeedbackKind::kNone;
   float eta = 1.0f;                // ef21m
-  float beta = 0.0f;               // efm: u = beta u + g, beta = 1 - ARCREDUCE_EF_MOMENTUM
+  float beta = 0.0f;               // efm: u = beta u + g, beta = 1 - ARCREDUCE_EF_ETA
   std::vector<size_t> compressed;  // indices into the bucket
   // EF21/EF21M first steps with ARCREDUCE_EF_INIT=warm; efm's ARCREDUCE_WARMUP_STEPS, which send
   // their whole x densely so that the warm-up keeps the momentum (as ErrorFeedback on the host).

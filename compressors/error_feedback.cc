@@ -171,7 +171,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     const float* own = c.contribution;
     // Masking pays where a sent row has waited long: its velocity then carries gradients many
     // steps old, which would go on pushing after the row was delivered. A row-selected tensor that
-    // sends at least the share eta (ARCREDUCE_EF_MOMENTUM, 1 - beta) of its rows per step (each
+    // sends at least the share eta (ARCREDUCE_EF_ETA, 1 - beta) of its rows per step (each
     // row about every 1/eta steps, within the momentum's horizon) keeps its velocity as heavy-ball
     // SGD does, so that a larger ratio trains more like dense, not less: at ratio 1 masking would
     // clear every velocity and leave SGD without momentum. Tensors without reported rows (sent

@@ -51,7 +51,7 @@ const std::vector<Entry>& entries() {
        }},
       {{"--error-feedback", kEnvErrorFeedback, "error feedback: none, ef14, ef21, ef21m, efm"},
        [](const std::string& t, Config* c) { c->error_feedback = t; }},
-      {{"--ef-momentum", kEnvEfMomentum, "eta of EF21M, in (0, 1]"},
+      {{"--ef-eta", kEnvEfEta, "eta of ef21m and efm (1 - momentum), in (0, 1]"},
        [](const std::string& t, Config* c) { c->ef_momentum = number(t); }},
       {{"--warmup-steps", kEnvWarmupSteps, "dense steps per tensor before compression, >= 0"},
        [](const std::string& t, Config* c) { c->warmup_steps = integer(t); }},

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -109,7 +110,7 @@ static void validate_config(const Config& c, const std::map<std::string, std::st
   }
   check_choice(kEnvErrorFeedback, c.error_feedback, error_feedback_names());
   if (!(c.ef_momentum > 0 && c.ef_momentum <= 1)) {
-    reject(kEnvEfMomentum, num(c.ef_momentum), "a number in (0, 1]");
+    reject(kEnvEfEta, num(c.ef_momentum), "a number in (0, 1]");
   }
   if (!(c.random_rows >= 0 && c.random_rows <= 1)) {
     reject(kEnvRandomRows, num(c.random_rows), "a fraction in [0, 1]");
@@ -227,7 +228,19 @@ Config Config::from_env() {
     c.sketch_rank = static_cast<int>(r);
   });
   get(kEnvErrorFeedback, [&](auto&, auto& v) { c.error_feedback = v; });
-  get(kEnvEfMomentum, [&](auto& k, auto& v) { c.ef_momentum = parse_double(k, v); });
+  get(kEnvEfEta, [&](auto& k, auto& v) { c.ef_momentum = parse_double(k, v); });
+  get(kEnvEfMomentum, [&](auto& k, auto& v) {
+    const double eta = parse_double(k, v);
+    const auto renamed = env.find(kEnvEfEta);
+    if (renamed != env.end() && parse_double(renamed->first, renamed->second) != eta) {
+      reject(k, v, std::string("the value of ") + kEnvEfEta + ", which replaces it (both are set)");
+    }
+    std::fprintf(stderr,
+                 "arcreduce: warning: %s is deprecated: it holds eta = 1 - momentum, as %s "
+                 "does (%s=%s means momentum %g); use %s\n",
+                 k.c_str(), kEnvEfEta, k.c_str(), v.c_str(), 1.0 - eta, kEnvEfEta);
+    c.ef_momentum = eta;
+  });
   get(kEnvWarmupSteps, [&](auto& k, auto& v) { c.warmup_steps = parse_int(k, v); });
   get(kEnvMinCompressElements,
       [&](auto& k, auto& v) { c.min_compress_elements = parse_int(k, v); });

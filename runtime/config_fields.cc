@@ -12,6 +12,7 @@ const std::vector<std::string>& config_variables() {
                                                 kEnvCompressRatio,
                                                 kEnvSketchRank,
                                                 kEnvErrorFeedback,
+                                                kEnvEfEta,
                                                 kEnvEfMomentum,
                                                 kEnvWarmupSteps,
                                                 kEnvMinCompressElements,
@@ -53,7 +54,7 @@ std::vector<std::pair<std::string, std::string>> must_match_settings(const Confi
   };
   return {
       {kEnvSketchRank, str(c.sketch_rank)},
-      {kEnvEfMomentum, str(c.ef_momentum)},
+      {kEnvEfEta, str(c.ef_momentum)},
       {kEnvWarmupSteps, str(c.warmup_steps)},
       {kEnvMinCompressElements, str(c.min_compress_elements)},
       {kEnvSeed, str(c.seed)},

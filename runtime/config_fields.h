@@ -14,6 +14,9 @@ constexpr const char* kEnvCompressor = "ARCREDUCE_COMPRESSOR";
 constexpr const char* kEnvCompressRatio = "ARCREDUCE_COMPRESS_RATIO";
 constexpr const char* kEnvSketchRank = "ARCREDUCE_SKETCH_RANK";
 constexpr const char* kEnvErrorFeedback = "ARCREDUCE_ERROR_FEEDBACK";
+constexpr const char* kEnvEfEta = "ARCREDUCE_EF_ETA";
+// The former name of ARCREDUCE_EF_ETA (it always held eta = 1 - momentum, which the name hid):
+// still read, with a warning; an error where both are set to different values.
 constexpr const char* kEnvEfMomentum = "ARCREDUCE_EF_MOMENTUM";
 constexpr const char* kEnvWarmupSteps = "ARCREDUCE_WARMUP_STEPS";
 constexpr const char* kEnvMinCompressElements = "ARCREDUCE_MIN_COMPRESS_ELEMENTS";

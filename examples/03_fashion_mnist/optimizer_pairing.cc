@@ -32,7 +32,7 @@ OptimizerPairing pair_optimizer(const TrainOptions& train, const arcreduce::Conf
     p.ef_momentum = eta;
     p.momentum = 0;
     p.note = format(
-        "error feedback: efm carries the SGD momentum %g (ARCREDUCE_EF_MOMENTUM=%g); SGD runs "
+        "error feedback: efm carries the SGD momentum %g (ARCREDUCE_EF_ETA=%g); SGD runs "
         "without momentum",
         train.momentum, eta);
   } else if (train.error_feedback == "ef21m") {
@@ -41,7 +41,7 @@ OptimizerPairing pair_optimizer(const TrainOptions& train, const arcreduce::Conf
     p.lr = train.lr / eta;
     p.ef_init = "zero";
     p.note = format(
-        "error feedback: ef21m replaces the SGD momentum (ARCREDUCE_EF_MOMENTUM=%g, "
+        "error feedback: ef21m replaces the SGD momentum (ARCREDUCE_EF_ETA=%g, "
         "ARCREDUCE_EF_INIT=zero); SGD runs without momentum at lr %g",
         eta, p.lr);
   }

@@ -15,7 +15,7 @@ struct OptimizerPairing {
   double lr = 0;               // the example's SGD learning rate
   double momentum = 0;         // the example's SGD momentum
   std::string error_feedback;  // what the gradients are submitted with
-  double ef_momentum = 0;      // ARCREDUCE_EF_MOMENTUM for the runtime (eta)
+  double ef_momentum = 0;      // ARCREDUCE_EF_ETA for the runtime
   std::string ef_init;         // ARCREDUCE_EF_INIT for the runtime
   std::string note;            // one line for the log; empty when nothing was moved
 };

@@ -91,13 +91,29 @@ TEST(Config, DefaultPresetIsTheDefaultsAndUnknownOnesAreRefused) {
   EXPECT_NO_THROW(Config::preset("paper").validate());
 }
 
+TEST(Config, EfMomentumIsTheFormerNameOfEfEta) {
+  EnvGuard env;
+  env.set("ARCREDUCE_EF_MOMENTUM", "0.05");  // still read (with a warning): eta, momentum 0.95
+  EXPECT_EQ(Config::from_env().ef_momentum, 0.05);
+  env.set("ARCREDUCE_EF_ETA", "0.05");  // both, agreeing
+  EXPECT_EQ(Config::from_env().ef_momentum, 0.05);
+  env.set("ARCREDUCE_EF_ETA", "0.1");  // both, disagreeing: refused, naming the new name
+  try {
+    Config::from_env();
+    FAIL() << "ARCREDUCE_EF_MOMENTUM and ARCREDUCE_EF_ETA disagreeing were accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ARCREDUCE_EF_MOMENTUM"));
+    EXPECT_THAT(e.what(), HasSubstr("ARCREDUCE_EF_ETA"));
+  }
+}
+
 TEST(Config, ReadsEveryVariable) {
   EnvGuard env;
   env.set("ARCREDUCE_COMPRESSOR", "topk");
   env.set("ARCREDUCE_COMPRESS_RATIO", "0.1");
   env.set("ARCREDUCE_SKETCH_RANK", "8");
   env.set("ARCREDUCE_ERROR_FEEDBACK", "ef14");
-  env.set("ARCREDUCE_EF_MOMENTUM", "0.5");
+  env.set("ARCREDUCE_EF_ETA", "0.5");
   env.set("ARCREDUCE_WARMUP_STEPS", "3");
   env.set("ARCREDUCE_MIN_COMPRESS_ELEMENTS", "100");
   env.set("ARCREDUCE_SEED", "42");
@@ -197,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"ARCREDUCE_COMPRESS_RATIO", "nan", "number"},
                       BadValue{"ARCREDUCE_SKETCH_RANK", "0", ">= 1"},
                       BadValue{"ARCREDUCE_ERROR_FEEDBACK", "ef9", "ef21m"},
-                      BadValue{"ARCREDUCE_EF_MOMENTUM", "2", "(0, 1]"},
+                      BadValue{"ARCREDUCE_EF_ETA", "2", "(0, 1]"},
                       BadValue{"ARCREDUCE_WARMUP_STEPS", "-1", ">= 0"},
                       BadValue{"ARCREDUCE_MIN_COMPRESS_ELEMENTS", "1e3", "integer"},
                       BadValue{"ARCREDUCE_SEED", "-4", ">= 0"},

@@ -154,7 +154,7 @@ def test_error_feedback_pairing_with_other_optimizers(runtime):
     assert plain.gradient_compression().error_feedback == "ef14"  # no momentum to carry
     # Refused pairings are reported when they are made: at a step's first submission (here
     # asked for directly), after any broadcast_optimizer_state() or load_state_dict().
-    with pytest.raises(ValueError, match=r"ARCREDUCE_EF_MOMENTUM=0.1 .*momentum 0.95"):
+    with pytest.raises(ValueError, match=r"ARCREDUCE_EF_ETA=0.1 .*momentum 0.95"):
         arc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.95),
                                  named_parameters=model.named_parameters(),
                                  compression=efm).gradient_compression()

@@ -23,7 +23,7 @@ struct Config {
   // on every rank) instead of by score, in [0, 1] (docs/compressors.md, "ARC-Top-K").
   double random_rows = 0.5;
   std::string error_feedback = "efm";        // ARCREDUCE_ERROR_FEEDBACK
-  double ef_momentum = 0.1;                  // ARCREDUCE_EF_MOMENTUM, in (0, 1]
+  double ef_momentum = 0.1;                  // ARCREDUCE_EF_ETA, in (0, 1]: eta = 1 - momentum
   int64_t warmup_steps = 0;                  // ARCREDUCE_WARMUP_STEPS, >= 0
   int64_t min_compress_elements = 16384;     // ARCREDUCE_MIN_COMPRESS_ELEMENTS, >= 0
   uint64_t seed = 0;                         // ARCREDUCE_SEED

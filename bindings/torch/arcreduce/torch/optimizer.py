@@ -214,7 +214,7 @@ def _pair_with_optimizer(optimizer, compression):
 
     efm keeps heavy-ball momentum inside the runtime, where it sees the whole gradient before
     compression (momentum correction): an SGD with momentum mu hands its momentum over (mu must
-    equal 1 - ARCREDUCE_EF_MOMENTUM). An adaptive optimizer (Adam
+    equal 1 - ARCREDUCE_EF_ETA). An adaptive optimizer (Adam
     and the like) keeps its moments and gets no error feedback instead, and ADAPTIVE_RATIO where
     no ratio is set; any other optimizer keeps its moments and gets ef14, so momentum is never
     applied twice. ef21m on top of SGD momentum is refused: the two momenta stack and training
@@ -231,7 +231,7 @@ def _pair_with_optimizer(optimizer, compression):
         raise ValueError(
             f"error feedback 'ef21m' carries its own momentum and diverges stacked on SGD "
             f"momentum {momenta[-1]}: use SGD momentum=0 with the learning rate divided by "
-            f"ARCREDUCE_EF_MOMENTUM ({settings['ef_momentum']}) and ARCREDUCE_EF_INIT=zero, or "
+            f"ARCREDUCE_EF_ETA ({settings['ef_momentum']}) and ARCREDUCE_EF_INIT=zero, or "
             "error feedback 'efm', which takes the optimizer's momentum over by itself")
     if isinstance(optimizer, _ADAPTIVE_OPTIMIZERS):
         ratio = compression.ratio
@@ -253,9 +253,9 @@ def _pair_with_optimizer(optimizer, compression):
     eta = float(settings["ef_momentum"])
     if len(momenta) > 1 or abs((1.0 - momenta[0]) - eta) > 1e-6:
         raise ValueError(
-            f"error feedback 'efm' carries the optimizer's momentum with ARCREDUCE_EF_MOMENTUM="
+            f"error feedback 'efm' carries the optimizer's momentum with ARCREDUCE_EF_ETA="
             f"{eta} (momentum {1.0 - eta:g}), but the SGD groups have momentum "
-            f"{', '.join(f'{m:g}' for m in momenta)}: set ARCREDUCE_EF_MOMENTUM to 1 - momentum "
+            f"{', '.join(f'{m:g}' for m in momenta)}: set ARCREDUCE_EF_ETA to 1 - momentum "
             "(one value for all groups)")
     return _with_feedback(compression, "efm"), True
 
