@@ -50,6 +50,19 @@ bench_scratch_cleanup() {
   rm -rf "$dir"
 }
 
+# bench_host_budget HOSTS SETTING: the --cpus of a simulated cluster of HOSTS hosts for a
+# benchmark's CPUS setting: "auto" gives the hosts 0.9 of this machine's cores between them
+# (0.22 each for 8 hosts on 2 cores), 0 or "none" nothing (the hosts share the cores; prints ""),
+# anything else is taken as the budget. A benchmark keeps its setting in a variable other than
+# `cpus`, which a sourced cluster.env sets.
+bench_host_budget() {
+  case $2 in
+    0 | none) echo "" ;;
+    auto) awk -v n="$(nproc)" -v h="$1" 'BEGIN { printf "%.2f", int(90 * n / h) / 100 }' ;;
+    *) echo "$2" ;;
+  esac
+}
+
 # bench_show WORD...: prints a command as it would be typed, with the build folder as BUILD, the
 # repository's prefix removed, the scratch cluster folder as DIR and words with spaces quoted
 # (reads `build_dir`, `root` and `cluster_dir`).

@@ -157,14 +157,6 @@ run_setting() {  # launch words...
   done
 }
 
-# host_budget HOSTS: the --cpus of a cluster of HOSTS hosts ("" for none; see CPUS above).
-host_budget() {
-  case $host_cpus in
-    0 | none) echo "" ;;
-    auto) awk -v n="$(nproc)" -v h="$1" 'BEGIN { printf "%.2f", int(90 * n / h) / 100 }' ;;
-    *) echo "$host_cpus" ;;
-  esac
-}
 
 ran=0
 for hosts in $host_counts; do
@@ -177,7 +169,7 @@ for hosts in $host_counts; do
     continue
   fi
   for rate in $rates; do
-    budget_cores=$(host_budget "$hosts")
+    budget_cores=$(bench_host_budget "$hosts" "$host_cpus")
     setting="$hosts hosts $rate" link="simulated, $rate per host"
     budget_args=()
     if [[ -n "$budget_cores" ]]; then

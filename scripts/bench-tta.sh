@@ -35,7 +35,9 @@
 # TRAIN_SAMPLES (60000: the first N training examples), TEST_SAMPLES (10000: the first N test
 # examples are evaluated; the CNN's evaluation of all of them takes longer than its training
 # between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), LM_STEPS (600),
-# LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s; the
+# LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), CPUS (each simulated host's CPU budget in cores:
+# "auto", the default, gives the hosts 0.9 of the machine's cores between them; 0: none, the hosts
+# share the cores, as the runs before budgets), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s; the
 # transformer: 3600 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
 # (/usr/bin/python3), DATA_DIR.
 # Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
@@ -52,6 +54,7 @@ all_variants+=" randk oktopk"
 all_variants+=" powersgd ddp ddp-powersgd"
 variants=${VARIANTS:-$all_variants}
 ranks=${RANKS:-4}
+host_cpus=${CPUS:-auto}  # not `cpus`: cluster.env, sourced below, sets that
 eval_every=${EVAL_EVERY:-25}
 train_samples=${TRAIN_SAMPLES:-60000}
 test_samples=${TEST_SAMPLES:-10000}
@@ -248,9 +251,13 @@ for setting in $settings; do
     continue
   fi
   hosts=${setting%%x*} rate=${setting#*x}
+  budget_cores=$(bench_host_budget "$hosts" "$host_cpus")
+  budget_args=()
+  [[ -z "$budget_cores" ]] || budget_args=(--cpus "$budget_cores")
+  echo "=== $setting: $hosts simulated hosts at $rate, CPU budget ${budget_cores:-none} per host ==="
   status=0
-  up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
-    --dir "$cluster_dir" 2>&1) || status=$?
+  up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" "${budget_args[@]}" \
+    --name "$name" --dir "$cluster_dir" 2>&1) || status=$?
   echo "${up_log//"$cluster_dir"/DIR}"
   if ((status == 77)); then
     echo "bench-tta: no simulated cluster here (see above): $setting skipped"
