@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -235,10 +236,14 @@ Config Config::from_env() {
     if (renamed != env.end() && parse_double(renamed->first, renamed->second) != eta) {
       reject(k, v, std::string("the value of ") + kEnvEfEta + ", which replaces it (both are set)");
     }
-    std::fprintf(stderr,
-                 "arcreduce: warning: %s is deprecated: it holds eta = 1 - momentum, as %s "
-                 "does (%s=%s means momentum %g); use %s\n",
-                 k.c_str(), kEnvEfEta, k.c_str(), v.c_str(), 1.0 - eta, kEnvEfEta);
+    // Once per process: bindings read the configuration at every step.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr,
+                   "arcreduce: warning: %s is deprecated: it holds eta = 1 - momentum, as %s "
+                   "does (%s=%s means momentum %g); use %s\n",
+                   k.c_str(), kEnvEfEta, k.c_str(), v.c_str(), 1.0 - eta, kEnvEfEta);
+    });
     c.ef_momentum = eta;
   });
   get(kEnvWarmupSteps, [&](auto& k, auto& v) { c.warmup_steps = parse_int(k, v); });

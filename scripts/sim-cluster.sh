@@ -95,10 +95,10 @@ links_of() {
 
 # The kernel's smallest CFS quota per period (v1 and v2 refuse less with EINVAL).
 readonly min_quota_us=1000
-# 2 ms: the scheduler refills a throttled group's quota once a period, so a host that spends its
-# budget waits up to a period minus its quota before it runs again; with 10 ms periods that stall
-# held up the collectives of a throttled host (0.204-0.219 s per step against 0.155-0.158 s at
-# 2 ms), on real hosts no such wait exists.
+# Short: the scheduler refills a throttled group's quota once a period, so a host that spends its
+# budget waits up to a period minus its quota before it runs again, a stall real hosts do not
+# have and that holds up the collectives waiting on that host (docs/simulated-cluster.md, "CPU
+# budgets").
 readonly default_period_us=2000
 
 # The hierarchies that give CFS quotas here, as "1 CPU_MOUNT [CPUACCT_MOUNT]" (cgroup v1: the cpu
