@@ -53,6 +53,10 @@ const std::vector<Entry>& entries() {
        [](const std::string& t, Config* c) { c->error_feedback = t; }},
       {{"--ef-eta", kEnvEfEta, "eta of ef21m and efm (1 - momentum), in (0, 1]"},
        [](const std::string& t, Config* c) { c->ef_momentum = number(t); }},
+      // The former name, forwarded as the former variable, which the runtime still reads (with
+      // a warning): scripts written for it keep working for a release.
+      {{"--ef-momentum", kEnvEfMomentum, "deprecated: --ef-eta (it sets eta, not the momentum)"},
+       [](const std::string& t, Config* c) { c->ef_momentum = number(t); }},
       {{"--warmup-steps", kEnvWarmupSteps, "dense steps per tensor before compression, >= 0"},
        [](const std::string& t, Config* c) { c->warmup_steps = integer(t); }},
       {{"--seed", kEnvSeed, "seed of every shared random choice, >= 0"},
