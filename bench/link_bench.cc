@@ -1,6 +1,6 @@
 // link_bench: how fast one large MPI_Allreduce runs over the ranks' links, next to the time the
 // link rate predicts. Meant for the simulated cluster (scripts/bench-link.sh,
-// docs/simulated-cluster.md), where every host's link is shaped to a known rate.
+// docs/design/simulated-cluster.md), where every host's link is shaped to a known rate.
 //
 // A sample is the slowest rank's time of one MPI_Allreduce(MPI_SUM) of --megabytes of float32
 // (separate send and receive buffers), from a barrier. The prediction is the ring bound: each

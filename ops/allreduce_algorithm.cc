@@ -46,7 +46,7 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   // On one host the MPI library's shared-memory allreduce is at least as good as ours, and its
   // waits poll no sockets. Across hosts its default choice for large messages is markedly slower
   // than the ring, and its non-blocking collectives make every wait for small ones poll in
-  // bursts (docs/communicators.md).
+  // bursts (docs/design/communicators.md).
   if (local_size >= size) return AllreduceAlgorithm::kMpi;
   const size_t threshold = size == 2 ? kTwoRankRingThresholdBytes : ring_threshold_bytes;
   return bytes >= threshold ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;

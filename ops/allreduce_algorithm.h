@@ -9,7 +9,7 @@ namespace arcreduce {
 enum class AllreduceAlgorithm {
   // When the job spans several hosts: the ring for messages of at least the ring threshold
   // (default 256 KiB; 1 MiB at two ranks), recursive doubling below it; on one host
-  // MPI_Allreduce. See docs/communicators.md for the measurements.
+  // MPI_Allreduce. See docs/design/communicators.md for the measurements.
   kAuto,
   // Our bandwidth-optimal segmented ring (reduce-scatter + all-gather) over MPI_Isend/Irecv.
   kRing,

@@ -166,7 +166,7 @@ void Coordinator::loop() {
         for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
       }
       // A held step's remaining tensors need not wake this thread, only its last one does: every
-      // wake during backward takes a core from it (docs/runtime.md, "Held steps do not wake the
+      // wake during backward takes a core from it (docs/design/runtime.md, "Held steps do not wake the
       // coordinator"). Submissions this cycle has not taken yet end the next wait at once.
       if (batcher_.holding()) {
         queue_.set_silent(batcher_.awaited());

@@ -6,7 +6,7 @@
 // KB, each layer's bias a little ahead of its weight). Sent as produced, each is a latency-bound
 // round of its own while the link is idle, and the first large bucket goes out only after them:
 // on 4 hosts x 1 Gbit/s a PyTorch MLP of 4.2M parameters spent 20-25 ms of each step in such
-// rounds before its first 2 MB bucket started (docs/runtime.md, "Small dense buckets").
+// rounds before its first 2 MB bucket started (docs/design/runtime.md, "Small dense buckets").
 //
 // The step is learnt per rank (StepNames, as StepBatcher learns it): a name submitted again
 // starts a new step, and the dense names of the step before are the ones expected. A held tensor

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer stage of the test suite (docs/reliability.md, "Sanitizers"), run by
+# The sanitizer stage of the test suite (docs/design/reliability.md, "Sanitizers"), run by
 # scripts/test.sh after the main suite. Builds the library and its tests twice with CUDA off
 # (host code only):
 #   asan: AddressSanitizer (with LeakSanitizer) + UndefinedBehaviorSanitizer, in $ASAN_BUILD_DIR
@@ -48,7 +48,7 @@ TSAN_SKIPPED_SIZES='^WorldsDtypesOps/AllreduceTest[.]MatchesReferenceOnEveryRank
 
 # configure_and_build <dir> <sanitizers> [targets...]: -O1 (quicker to compile than the main
 # build's -O2, and the tests still run at a useful speed), -g1 for the reports' stacks, NDEBUG as
-# in the main build, a unity build (docs/reliability.md, "Sanitizers"); without CUDA, examples,
+# in the main build, a unity build (docs/design/reliability.md, "Sanitizers"); without CUDA, examples,
 # benchmarks or the fuzz replays (scripts/fuzz.sh runs those parsers under ASan and UBSan).
 # A list of targets is built with Ninja where it is installed: CMake's Makefiles build listed
 # targets one after the other, each on one core when it is one unity file (TSan's list: 96 s

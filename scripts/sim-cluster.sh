@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A simulated multi-host cluster on one Linux machine, for tests and benchmarks
-# (docs/simulated-cluster.md): N network namespaces behind one bridge, each link shaped with tc,
+# (docs/design/simulated-cluster.md): N network namespaces behind one bridge, each link shaped with tc,
 # an rsh agent that runs a command "on" a host, and a hostfile for arcrun.
 #
 #   sim-cluster.sh up N --rate RATE [--delay D] [--slots S] [--cpus C [--cpu-period P]]
@@ -97,7 +97,7 @@ links_of() {
 readonly min_quota_us=1000
 # Short: the scheduler refills a throttled group's quota once a period, so a host that spends its
 # budget waits up to a period minus its quota before it runs again, a stall real hosts do not
-# have and that holds up the collectives waiting on that host (docs/simulated-cluster.md, "CPU
+# have and that holds up the collectives waiting on that host (docs/design/simulated-cluster.md, "CPU
 # budgets").
 readonly default_period_us=2000
 

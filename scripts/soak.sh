@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak of the runtime (docs/reliability.md, "Soak"): the reduce loop of the fault tests
+# Soak of the runtime (docs/design/reliability.md, "Soak"): the reduce loop of the fault tests
 # (tests/faults/reduce_loop.cc) for STEPS steps on 4 local ranks, once per compressor, sampling
 # every rank's resident memory (VmRSS), open file descriptors and threads every SOAK_EVERY steps.
 # Prints one table row per compressor: time, RSS after warm-up and at the end (largest rank),

@@ -23,4 +23,4 @@ bash "$root/scripts/build.sh"
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_PARALLEL_LEVEL:-$((3 * $(nproc)))}" "$@"
 bash "$root/scripts/fuzz.sh"  # libFuzzer targets, FUZZ_SECONDS each (default 15 s, 6 targets)
 if [[ $skip_sanitizers == 1 ]]; then export ARCREDUCE_SKIP_SANITIZERS=1; fi
-bash "$root/scripts/sanitize.sh"  # ASan+UBSan and TSan builds and their tests (docs/reliability.md)
+bash "$root/scripts/sanitize.sh"  # ASan+UBSan and TSan builds and their tests (docs/design/reliability.md)

@@ -1,4 +1,4 @@
-"""One dense All-Reduce at a time, arcreduce against gloo in the same job (docs/runtime.md,
+"""One dense All-Reduce at a time, arcreduce against gloo in the same job (docs/design/runtime.md,
 "Open MPI's TCP eager limit"): for each size, two passes of arcreduce.torch.allreduce_ (sum,
 compression none) and torch.distributed.all_reduce alternate; rank 0 prints the median of
 --repetitions calls after 2 untimed ones, and its ratio to the ring's bound 2(P-1)/P * bytes at

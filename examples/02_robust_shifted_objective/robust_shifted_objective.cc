@@ -1,5 +1,5 @@
 // 02_robust_shifted_objective: the synthetic benchmark of the ARC-Top-K reference code, run
-// through arcreduce with one real rank per node (docs/robust-shifted-objective.md).
+// through arcreduce with one real rank per node (docs/design/robust-shifted-objective.md).
 //
 // Every rank computes the gradient of its own local loss for a [200, 10] parameter tensor (plus
 // N(0, 0.001^2) noise per coordinate from a per-rank generator), hands it to allreduce_async

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults injected into running arcreduce jobs (docs/reliability.md, "Faults injected"): one
+# Faults injected into running arcreduce jobs (docs/design/reliability.md, "Faults injected"): one
 # scenario per call, around tests/faults/reduce_loop.cc (a deterministic SGD loop whose final
 # line carries the parameters' hash and whether every rank holds the same one).
 #
