@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that keep the user docs true: the README stays within README_MAX_LINES lines; every
+"""Checks that keep the user docs true: the README stays within README_MAX_LINES lines; the
+guides (README.md, docs/*.md) carry no dates, commit hashes or run numbers, keep prose lines short
+and stay within GUIDE_MAX_LINES lines; every
 ARCREDUCE_* variable (runtime/config_fields.h) has a row in docs/configuration.md whose default
 is the one runtime/include/arcreduce/config.h gives its field; and every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
 anchor (GitHub's rule: lower case, punctuation but "-" and "_" dropped, spaces to hyphens) or an
@@ -12,6 +14,12 @@ import re
 import sys
 
 README_MAX_LINES = 150  # a page a user reads in two minutes
+GUIDE_MAX_LINES = 300  # docs/*.md: a guide, not a notebook (docs/design/ and docs/results/ are not)
+PROSE_MAX_CHARS = 100  # outside tables, code and headings
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+RUN_NUMBER = re.compile(r"\b(\d+(st|nd|rd|th)|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth)"
+                        r" (run|pass|matrix)\b", re.IGNORECASE)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
@@ -116,6 +124,31 @@ def _numbers_equal(a, b):
         return False
 
 
+def check_guide(root, md):
+    """A guide (README.md, docs/*.md) states what holds now: no dates, commit hashes or run
+    numbers (those belong in the dated logs under docs/results/), prose lines of at most
+    PROSE_MAX_CHARS, and at most GUIDE_MAX_LINES lines."""
+    problems, fence = [], False
+    lines = md.read_text(encoding="utf-8").splitlines()
+    name = md.relative_to(root)
+    for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        for pattern, what in ((DATE, "a date"), (COMMIT, "a commit hash"),
+                              (RUN_NUMBER, "a run number")):
+            m = pattern.search(line)
+            if m:
+                problems.append(f"{name}:{number}: {what} ('{m.group(0)}'): link the log instead")
+        prose = not (fence or line.startswith(("|", "    ", "#", "<")))
+        if prose and len(line) > PROSE_MAX_CHARS:
+            problems.append(f"{name}:{number}: {len(line)} characters, more than "
+                            f"{PROSE_MAX_CHARS}")
+    if md.parent == root / "docs" and len(lines) > GUIDE_MAX_LINES:
+        problems.append(f"{name}: {len(lines)} lines, more than {GUIDE_MAX_LINES}")
+    return problems
+
+
 def markdown_files(root):
     yield root / "README.md"
     yield from sorted((root / "docs").rglob("*.md"))
@@ -143,6 +176,8 @@ def main(root):
                 elif frag and dest.suffix == ".md" and frag not in anchors_of(dest.resolve()):
                     broken.append(f"{where} (no heading '#{frag}' in {dest.name})")
     broken += check_configuration(root)
+    for guide in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        broken += check_guide(root, guide)
     lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
     if lines > README_MAX_LINES:
         broken.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
