@@ -11,7 +11,7 @@
 //   topk     All-Gather Top-K (element granularity) + ef14, at each ratio
 //   randk    shared Rand-K (element granularity) + ef14, at each ratio
 //   arctopk  ARC-Top-K at each ratio, with each --arctopk-error-feedback (ef21m, the paper's
-//            choice, and none, the runtime's default: docs/compressors.md, "Defaults")
+//            choice, none, and efm, the runtime's default: docs/compressors.md, "Defaults")
 //   oktopk   Ok-Topk at each ratio as its density (its own residual)
 //   powersgd PowerSGD at each --powersgd-ranks rank q (its own error feedback)
 //

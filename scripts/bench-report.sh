@@ -61,7 +61,7 @@ for stage in $stages; do
     local)
       record local.txt "$build_dir/launcher/arcrun" -np 4 -- "$build_dir/bench/compressor_bench" \
         "${bench_args[@]}" --commit "$commit"
-      # ARC-Top-K's step under each error feedback (the default's evidence, docs/compressors.md)
+      # ARC-Top-K's step under each error feedback (the default's evidence, docs/results/compressor-defaults.md)
       record default-ef-speed.txt "$build_dir/launcher/arcrun" -np 4 -- \
         "$build_dir/bench/compressor_bench" "${bench_args[@]}" --commit "$commit" \
         --compressors arctopk --arctopk-error-feedback ef14,none,ef21m --ratios 0.01

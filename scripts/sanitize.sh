@@ -36,7 +36,7 @@ supp=$root/tests/sanitizers
 jobs=${SANITIZE_JOBS:-2}
 # Two slots per core for the in-process tests (CPU-bound: 90% busy at one per core), four for the
 # multi-process ones, which mostly wait (ASan's: 115 s at two per core, 77-78 s at three, 65 s at
-# four; docs/building.md).
+# four; docs/results/build-times.md).
 unit_slots=${CTEST_PARALLEL_LEVEL:-$((2 * $(nproc)))}
 mpi_slots=${CTEST_PARALLEL_LEVEL:-$((4 * $(nproc)))}
 

@@ -19,7 +19,7 @@ bash "$root/scripts/build.sh"
 # ranks (the fault-injection tests, which mostly wait, 1), so at most six ranks run at once. The
 # tests mostly wait (mpirun's start, stall timeouts, sleeping ranks): at two slots per core the
 # machine was 69-77% busy and this run took 214-236 s, at three 90% and 162 s, at four the same
-# 162 s (docs/building.md).
+# 162 s (docs/results/build-times.md).
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_PARALLEL_LEVEL:-$((3 * $(nproc)))}" "$@"
 bash "$root/scripts/fuzz.sh"  # libFuzzer targets, FUZZ_SECONDS each (default 15 s, 6 targets)
 if [[ $skip_sanitizers == 1 ]]; then export ARCREDUCE_SKIP_SANITIZERS=1; fi
