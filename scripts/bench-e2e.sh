@@ -21,10 +21,11 @@
 # VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"; also paper, topk), STEPS (40 timed
 # steps at most), CPUS (each simulated host's CPU budget in cores; "auto", the default, gives the
 # hosts 0.9 of the machine's cores between them, e.g. 0.22 each for 8 hosts on 2 cores; 0: no
-# budget, the hosts share the cores), PASSES (1: how often each setting's variants run, in turn),
-# WARMUP (5; ARC_WARMUP, 30, for the arctopk rows, past the runtime's batching trial), BUDGET (20: seconds of timed steps a run aims at; fewer steps, at least 10, when
-# the warm-up says STEPS would take longer; 0 always times STEPS), LOCAL_RANKS (2), RUN_TIMEOUT
-# (300 s per run), BUILD_DIR (build/), OUT_DIR (docs/results/e2e), PYTHON (/usr/bin/python3,
+# budget, the hosts share the cores), CPU_PERIOD (the budget's CFS period in us; empty:
+# sim-cluster's choice), PASSES (1: how often each setting's variants run, in turn), WARMUP (5;
+# ARC_WARMUP, 30, for the arctopk rows, past the runtime's batching trial), BUDGET (20: seconds of
+# timed steps a run aims at; fewer steps, at least 10, when the warm-up says STEPS would take
+# longer; 0 always times STEPS), LOCAL_RANKS (2), RUN_TIMEOUT (300 s per run), BUILD_DIR (build/), OUT_DIR (docs/results/e2e), PYTHON (/usr/bin/python3,
 # Debian's, which has torch and matplotlib), DATA_DIR (Debian's dataset-fashion-mnist).
 # Cluster settings need root and network namespaces; where sim-cluster.sh cannot build one (77)
 # they are skipped with a message. Exit status: 0 done (failed runs are rows marked failed),
@@ -45,6 +46,7 @@ budget=${BUDGET:-20}
 local_ranks=${LOCAL_RANKS:-2}
 host_cpus=${CPUS:-auto}  # not `cpus`: cluster.env, sourced below, sets that
 passes=${PASSES:-1}
+cpu_period=${CPU_PERIOD:-}  # sim-cluster.sh's --cpu-period (its default when empty)
 run_timeout=${RUN_TIMEOUT:-300}
 python=${PYTHON:-/usr/bin/python3}
 data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
@@ -176,6 +178,10 @@ for hosts in $host_counts; do
       setting+=", ${budget_cores} core each"
       link+=", ${budget_cores} core per host"
       budget_args=(--cpus "$budget_cores")
+      if [[ -n "$cpu_period" ]]; then
+        setting+=" in ${cpu_period} us periods"
+        budget_args+=(--cpu-period "$cpu_period")
+      fi
     fi
     echo
     echo "=== $setting, one rank per host ==="

@@ -140,7 +140,7 @@ def check_guide(root, md):
             m = pattern.search(line)
             if m:
                 problems.append(f"{name}:{number}: {what} ('{m.group(0)}'): link the log instead")
-        prose = not (fence or line.startswith(("|", "    ", "#", "<")))
+        prose = not (fence or line.startswith(("|", "    ", "#", "<", "![")))
         if prose and len(line) > PROSE_MAX_CHARS:
             problems.append(f"{name}:{number}: {len(line)} characters, more than "
                             f"{PROSE_MAX_CHARS}")
