@@ -10,6 +10,8 @@
 #   bash scripts/bench-cluster.sh --repetitions 10
 #   RATES=1gbit HOSTS="2 4 8" DDP=0 bash scripts/bench-cluster.sh --compressors arctopk --ratios 0.01
 #
+# CPUS: each host's CPU budget in cores ("auto", the default, gives the hosts 0.9 of the machine's
+# cores between them; 0: they share the cores).
 # Needs root (namespaces); exits 77 where the cluster cannot be built. Builds the two programs in
 # $BUILD_DIR (default build/) when that folder is configured, else everything (scripts/build.sh).
 set -euo pipefail
@@ -19,6 +21,9 @@ build_dir=${BUILD_DIR:-$root/build}
 rates=${RATES:-1gbit 10gbit}
 host_counts=${HOSTS:-4}
 with_ddp=${DDP:-1}
+host_cpus=${CPUS:-auto}  # not `cpus`: cluster.env, sourced below, sets that
+# shellcheck source=scripts/bench-common.sh
+source "$root/scripts/bench-common.sh"
 
 if [[ -f "$build_dir/CMakeCache.txt" ]]; then
   build=(cmake --build "$build_dir" -j "$(nproc)" --target arcrun compressor_bench
@@ -64,8 +69,11 @@ for rate in $rates; do
   for hosts in $host_counts; do
     echo
     echo "=== $hosts hosts at $rate ==="
-    (cd "$root" && run bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" --name "$name" \
-      --dir "$cluster_dir")
+    budget_cores=$(bench_host_budget "$hosts" "$host_cpus")
+    budget_args=()
+    if [[ -n "$budget_cores" ]]; then budget_args=(--cpus "$budget_cores"); fi
+    (cd "$root" && run bash scripts/sim-cluster.sh up "$hosts" --rate "$rate" "${budget_args[@]}" \
+      --name "$name" --dir "$cluster_dir")
     # shellcheck disable=SC1091  # written by `sim-cluster.sh up`
     source "$cluster_dir/cluster.env"
     # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env

@@ -14,7 +14,9 @@
 #   bash scripts/bench-overlap.sh
 #   HOSTS=2 RATE=100mbit ROUNDS=1 WORKLOADS=torch-mlp bash scripts/bench-overlap.sh
 #
-# Environment: HOSTS (4), RATE (1gbit), ROUNDS (2), STEPS (40 overlap steps per run), WORKLOADS
+# Environment: HOSTS (4), RATE (1gbit), CPUS (each host's CPU budget in cores; "auto", the
+# default, gives the hosts 0.9 of the machine's cores between them; 0: they share the cores),
+# ROUNDS (2), STEPS (40 overlap steps per run), WORKLOADS
 # ("cpp-mlp torch-mlp"), VARIANTS ("dense arctopk"), RUN_TIMEOUT (300 s per run), BUILD_DIR
 # (build/), OUT_DIR (docs/results/overlap), PYTHON (/usr/bin/python3), DATA_DIR (Debian's
 # dataset-fashion-mnist). Needs root and network namespaces for the cluster. Exit status: 0 done
@@ -26,6 +28,7 @@ build_dir=${BUILD_DIR:-$root/build}
 out_dir=${OUT_DIR:-$root/docs/results/overlap}
 hosts=${HOSTS:-4}
 rate=${RATE:-1gbit}
+host_cpus=${CPUS:-auto}  # not `cpus`: cluster.env, sourced below, sets that
 rounds=${ROUNDS:-2}
 steps=${STEPS:-40}
 workloads=${WORKLOADS:-cpp-mlp torch-mlp}
@@ -48,8 +51,11 @@ commit=$(bench_commit "$root")
 bench_scratch "$root" arco overlap
 
 status=0
-up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" --name "$name" \
-  --dir "$cluster_dir" 2>&1) || status=$?
+budget_cores=$(bench_host_budget "$hosts" "$host_cpus")
+budget_args=()
+if [[ -n "$budget_cores" ]]; then budget_args=(--cpus "$budget_cores"); fi
+up_log=$(bash "$root/scripts/sim-cluster.sh" up "$hosts" --rate "$rate" "${budget_args[@]}" \
+  --name "$name" --dir "$cluster_dir" 2>&1) || status=$?
 if ((status == 77)); then
   echo "${up_log//"$cluster_dir"/DIR}" >&2
   echo "bench-overlap: no simulated cluster here (see above)" >&2
