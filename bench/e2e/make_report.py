@@ -292,7 +292,8 @@ def step_ratios(rows, workload="cpp-mlp"):
 
 
 LABELS = {"arctopk": "ARC-Top-K, defaults", "paper": "ARC-Top-K, the paper's settings",
-          "topk": "All-Gather Top-K 1%"}
+          "topk": "All-Gather Top-K 1%", "ddp": "PyTorch DDP", "ddp-powersgd": "DDP + PowerSGD hook"}
+Y_TOP = 1.15  # bars above are clipped and labelled with their value
 
 
 def cmd_ratios(args):
@@ -308,7 +309,7 @@ def cmd_ratios(args):
     import matplotlib.pyplot as plt
     settings = list(ratios)
     variants = [v for v in ORDER if any(v in per for per in ratios.values())]
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = plt.subplots(figsize=(max(8, 1.8 * len(settings)), 3.8))
     width = 0.8 / max(1, len(variants))
     for i, variant in enumerate(variants):
         xs, mids, lows, highs = [], [], [], []
@@ -321,11 +322,15 @@ def cmd_ratios(args):
                 highs.append(hi - mid)
         ax.bar(xs, mids, width, yerr=[lows, highs], capsize=3,
                label=LABELS.get(variant, variant))
+        for x, mid in zip(xs, mids):
+            if mid > Y_TOP:
+                ax.text(x, Y_TOP - 0.02, f"{mid:.1f}x", ha="center", va="top", rotation=90,
+                        fontsize="x-small", color="white")
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylim(0, 1.15)
+    ax.set_ylim(0, Y_TOP)
     ax.text(-0.45, 1.02, "dense", ha="left", va="bottom", fontsize="small")
     ax.set_xticks(range(len(settings)))
-    ax.set_xticklabels(settings)
+    ax.set_xticklabels([s.replace(", ", "\n") for s in settings], fontsize="small")
     ax.set_ylabel("training step / dense's")
     ax.set_title("examples/03's MLP: step time against dense (median of passes, bar: range)")
     ax.legend(fontsize="small")
