@@ -36,6 +36,7 @@
 #include "compressors/arctopk_device_plan.h"
 #include "compressors/kernels/kernels.h"
 #include "compressors/kernels/kernels_cuda.h"
+#include "runtime/compressor_config.h"
 #include "tensor_queue/message.h"
 
 #define BENCH_CHECK(call)                                                         \
@@ -280,7 +281,7 @@ int main(int argc, char** argv) {
     plan_tensors.push_back(ArcTopKPlanTensor{t.name, t.shape, n, 0, nullptr, nullptr, nullptr});
     total += n;
   }
-  const ArcTopKPlan plan = plan_arctopk(plan_tensors, config, spec, 1);
+  const ArcTopKPlan plan = plan_arctopk(plan_tensors, compressor_options(config), spec, 1);
   const size_t bytes = total * sizeof(float);
 
   // The set's gradients back to back in one allocation, a second one for the copies and

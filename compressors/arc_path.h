@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "arcreduce/config.h"
+#include "compressors/compressor_options.h"
 #include "compressors/matrix_view.h"
 
 namespace arcreduce {
@@ -31,8 +31,8 @@ struct ArcTensorPath {
 };
 
 // The path of a tensor of `shape` and `elements` at compression ratio `ratio`, under the
-// configuration's row length, minimum compressed size, sketch rank and random-row share.
+// options' row length, minimum compressed size, sketch rank and random-row share.
 ArcTensorPath arc_path(const std::vector<int64_t>& shape, size_t elements, double ratio,
-                       const Config& config);
+                       const CompressorOptions& options);
 
 }  // namespace arcreduce

@@ -15,12 +15,12 @@ namespace {
 
 // ARCREDUCE_RANDOM_ROWS: the drawn rows get an infinite score, so the top k are they plus the
 // best of the rest.
-void mark_random_rows(const Config& config, const CompressTensor& t, int64_t n, int64_t k,
-                      float* scores) {
-  const int64_t count = random_row_count(config.random_rows, k);
+void mark_random_rows(const CompressorOptions& options, const CompressTensor& t, int64_t n,
+                      int64_t k, float* scores) {
+  const int64_t count = random_row_count(options.arctopk.random_rows, k);
   if (count == 0) return;
   std::vector<int64_t> drawn(static_cast<size_t>(count));
-  draw_random_rows(config.seed, t.name, t.step, n, count, drawn.data());
+  draw_random_rows(options.seed, t.name, t.step, n, count, drawn.data());
   for (int64_t row : drawn) scores[row] = std::numeric_limits<float>::infinity();
 }
 
@@ -62,7 +62,7 @@ void ArcTopK::sketch_tensor(CompressTensor& t, int64_t n, int64_t m, int r, floa
 }
 
 void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  const int r = ctx.config.sketch_rank;
+  const int r = ctx.options.arctopk.sketch_rank;
   const float inv_n = 1.0f / static_cast<float>(ctx.comm.size());
   std::vector<Plan> plans;
   PackedBuffer& first = first_;
@@ -73,13 +73,13 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
   begin_phase(ctx, "sketch", "compress");
 
   for (CompressTensor& t : bucket) {
-    const ArcTensorPath choice = arc_path(t.shape, t.elements, ctx.spec.ratio, ctx.config);
+    const ArcTensorPath choice = arc_path(t.shape, t.elements, ctx.spec.ratio, ctx.options);
     Plan p{&t, choice.path, choice.view, choice.k};
     p.input = t.input;
     if (p.path == ArcPath::kSketch) {
       const int64_t n = p.view.rows, m = p.view.cols;
       transposed_.resize(static_cast<size_t>(m) * r);
-      kernels::fill_gaussian_transposed(kernels::philox_key(ctx.config.seed, t.name, t.step), m, r,
+      kernels::fill_gaussian_transposed(kernels::philox_key(ctx.options.seed, t.name, t.step), m, r,
                                         transposed_.data());
       p.first = first.append(static_cast<size_t>(n) * r);
       sketch_tensor(t, n, m, r, first.at(p.first));
@@ -135,7 +135,7 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
     } else {
       kernels::fill(scores.data(), static_cast<size_t>(n), 0.0f);  // every row is drawn below
     }
-    mark_random_rows(ctx.config, t, n, p.k, scores.data());
+    mark_random_rows(ctx.options, t, n, p.k, scores.data());
     p.rows.resize(static_cast<size_t>(p.k));
     kernels::top_k_rows(scores.data(), n, p.k, p.rows.data());
     ctx.stats.selected_rows += static_cast<uint64_t>(p.k);
@@ -193,12 +193,17 @@ void ArcTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) 
       kernels::gather_rows(p.input, m, p.rows.data(), p.k, packed.data());
       kernels::scatter_rows(packed.data(), m, p.rows.data(), p.k, t.contribution);
     }
-    if (ctx.config.check_consistency) {
+    if (ctx.options.check_consistency) {
       names.push_back(t.name);
       hashes.push_back(kernels::hash_indices(p.rows.data(), p.k));
     }
   }
-  if (ctx.config.check_consistency) check_same_selection(ctx.comm, names, hashes);
+  if (ctx.options.check_consistency) check_same_selection(ctx.comm, names, hashes);
+}
+
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_arctopk() {
+  return std::make_unique<ArcTopK>();
 }
 
 }  // namespace arcreduce

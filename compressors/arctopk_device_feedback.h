@@ -14,19 +14,19 @@
 #include <vector>
 
 #include "compressors/arctopk_device_plan.h"
+#include "compressors/compressor_options.h"
+#include "compressors/feedback_kinds.h"
 
 namespace arcreduce {
 
-enum class FeedbackKind { kNone, kEf14, kEf21, kEf21m, kEfm };
-
-// "none", "ef14", "ef21", "ef21m", "efm"; throws Error naming the value otherwise.
+// The kind of error feedback `name` (feedback_kinds.h); throws Error naming the value for a name
+// that is none.
 inline FeedbackKind feedback_kind(const std::string& name) {
-  if (name == "none") return FeedbackKind::kNone;
-  if (name == "ef14") return FeedbackKind::kEf14;
-  if (name == "ef21") return FeedbackKind::kEf21;
-  if (name == "ef21m") return FeedbackKind::kEf21m;
-  if (name == "efm") return FeedbackKind::kEfm;
-  throw Error("unknown error feedback '" + name + "' (none, ef14, ef21, ef21m, efm)",
+  if (const FeedbackRow* row = find_feedback(name)) return row->kind;
+  std::string names;
+  for (const FeedbackRow& row : kFeedbackRows)
+    names += (names.empty() ? "" : ", ") + std::string(row.name);
+  throw Error("unknown error feedback '" + name + "' (" + names + ")",
               StatusCode::kInvalidArgument);
 }
 
@@ -114,21 +114,22 @@ inline size_t feedback_work_copies(FeedbackKind kind) {
 }
 
 inline ArcFeedbackPlan plan_arc_feedback(const std::vector<ArcFeedbackTensor>& bucket,
-                                         const Config& config, const CompressionSpec& spec,
-                                         int world_size) {
+                                         const CompressorOptions& options,
+                                         const CompressionSpec& spec, int world_size) {
+  const FeedbackOptions& feedback = options.feedback;
   ArcFeedbackPlan p;
   p.kind = feedback_kind(spec.error_feedback);
   const bool ef21 = p.kind == FeedbackKind::kEf21 || p.kind == FeedbackKind::kEf21m;
   const bool efm = p.kind == FeedbackKind::kEfm;
-  p.eta = p.kind == FeedbackKind::kEf21m ? static_cast<float>(config.ef_momentum) : 1.0f;
-  p.beta = 1.0f - static_cast<float>(config.ef_momentum);
+  p.eta = p.kind == FeedbackKind::kEf21m ? static_cast<float>(feedback.eta) : 1.0f;
+  p.beta = 1.0f - static_cast<float>(feedback.eta);
   std::vector<ArcTopKPlanTensor> inner;
   size_t per_tensor_total = 0;
   for (size_t i = 0; i < bucket.size(); ++i) {
     const ArcFeedbackTensor& t = bucket[i];
     // efm's step counts every reduction of its tensor: the executor leaves its warm-up to it.
-    const bool efm_warmup = efm && static_cast<int64_t>(t.step) < config.warmup_steps;
-    if ((ef21 && !t.started && config.ef_init == "warm") || efm_warmup) {
+    const bool efm_warmup = efm && static_cast<int64_t>(t.step) < feedback.warmup_steps;
+    if ((ef21 && !t.started && feedback.init == FeedbackInit::kWarm) || efm_warmup) {
       p.warm.push_back(i);
       p.warm_floats += t.elements;
       continue;
@@ -144,15 +145,14 @@ inline ArcFeedbackPlan plan_arc_feedback(const std::vector<ArcFeedbackTensor>& b
     inner.push_back(it);
   }
   p.work_floats = feedback_work_copies(p.kind) * per_tensor_total;
-  p.plan = plan_arctopk(inner, config, spec, world_size);
+  p.plan = plan_arctopk(inner, options, spec, world_size);
   if (efm) {
     for (size_t j = 0; j < inner.size(); ++j) {
       const ArcTopKPlan::Item& it = p.plan.items[j];
       const bool rows = it.path != ArcTopKPlan::Path::kDense;
-      const bool keeps_velocity =
-          rows && static_cast<double>(it.k) * static_cast<double>(it.m) >=
-                      config.ef_momentum * static_cast<double>(inner[j].elements);
-      p.mask.push_back(config.ef_masking && !keeps_velocity);
+      const bool keeps_velocity = rows && static_cast<double>(it.k) * static_cast<double>(it.m) >=
+                                              feedback.eta * static_cast<double>(inner[j].elements);
+      p.mask.push_back(feedback.masking && !keeps_velocity);
     }
   }
   return p;

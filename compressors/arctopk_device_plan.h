@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "arcreduce/config.h"
-#include "arcreduce/stats.h"
+#include "arcreduce/compressor_stats.h"
 #include "arcreduce/status.h"
 #include "compressors/arc_path.h"
+#include "compressors/compressor_options.h"
 #include "compressors/kernels/kernels.h"
 #include "compressors/matrix_view.h"
 #include "tensor_queue/message.h"
@@ -79,10 +79,11 @@ inline size_t selection_scratch(const ArcTopKPlan::Item& it, int r) {
 
 // The same path decisions as ArcTopK::reduce. Throws Error naming the tensor for a tensor whose
 // element count does not match its shape.
-inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, const Config& config,
-                                const CompressionSpec& spec, int world_size) {
+inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors,
+                                const CompressorOptions& options, const CompressionSpec& spec,
+                                int world_size) {
   ArcTopKPlan plan;
-  plan.r = config.sketch_rank;
+  plan.r = options.arctopk.sketch_rank;
   plan.inv_n = 1.0f / static_cast<float>(world_size);
   const int r = plan.r;
   for (const ArcTopKPlanTensor& t : tensors) {
@@ -93,7 +94,7 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
                   " elements do not match its shape (ARC-Top-K device plan)");
     }
     ArcTopKPlan::Item it;
-    const ArcTensorPath choice = arc_path(t.shape, t.elements, spec.ratio, config);
+    const ArcTensorPath choice = arc_path(t.shape, t.elements, spec.ratio, options);
     it.path = choice.path;
     if (it.path != ArcTopKPlan::Path::kDense) {
       it.n = choice.view.rows;
@@ -102,7 +103,7 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
     }
     it.first = plan.first_floats;
     if (it.path == ArcTopKPlan::Path::kSketch) {
-      it.key = kernels::philox_key(config.seed, t.name, t.step);
+      it.key = kernels::philox_key(options.seed, t.name, t.step);
       plan.first_floats += static_cast<size_t>(it.n) * r;
       plan.sketch_bytes += static_cast<uint64_t>(it.n) * r * sizeof(float);
       it.second = plan.second_floats;
@@ -124,9 +125,9 @@ inline ArcTopKPlan plan_arctopk(const std::vector<ArcTopKPlanTensor>& tensors, c
       }
     }
     if (it.path != ArcTopKPlan::Path::kDense) {
-      it.random = random_row_count(config.random_rows, it.k);
+      it.random = random_row_count(options.arctopk.random_rows, it.k);
       if (it.random) {
-        it.random_key = random_rows_key(config.seed, t.name, t.step);
+        it.random_key = random_rows_key(options.seed, t.name, t.step);
         plan.scratch_floats = std::max(
             plan.scratch_floats, selection_scratch(it, r) + static_cast<size_t>(it.n + it.random));
       }

@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "arcreduce/config.h"
-#include "arcreduce/stats.h"
+#include "arcreduce/compressor_stats.h"
+#include "common/logging.h"
+#include "compressors/compressor_options.h"
 #include "compressors/phase_log.h"
+#include "compressors/registry.h"
 #include "compressors/tensor_state.h"
 #include "ops/communicator.h"
-#include "runtime/logging.h"
 #include "tensor_queue/message.h"
 
 namespace arcreduce {
@@ -65,8 +66,8 @@ struct CompressTensor {
 
 struct CompressContext {
   Communicator& comm;
-  const Config& config;
-  const CompressionSpec& spec;  // ratio, granularity, error feedback of this bucket
+  const CompressorOptions& options;  // the job's settings (compressor_options.h)
+  const CompressionSpec& spec;       // ratio, granularity, error feedback of this bucket
   CompressorStats& stats;
   const Logger& log;
   // This rank's per-tensor state, for compressors that keep their own (Ok-Topk's residual and
@@ -93,14 +94,5 @@ class Compressor {
   // executor then reduces fp32 tensors without error feedback in their own memory.
   virtual bool reduces_in_place() const { return false; }
 };
-
-// "fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"; nullptr for names without a
-// compressor of their own ("none" is the executor's native-dtype dense path).
-std::unique_ptr<Compressor> make_compressor(const std::string& name);
-// True for "none" and every name make_compressor() builds.
-bool compressor_available(const std::string& name);
-// True for compressors that are their own error feedback (a residual of everything they did not
-// reduce: oktopk, powersgd); ARCREDUCE_ERROR_FEEDBACK does not wrap them.
-bool keeps_own_residual(const std::string& name);
 
 }  // namespace arcreduce

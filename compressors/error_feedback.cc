@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "compressors/dense_mean.h"
+#include "compressors/feedback_kinds.h"
 #include "compressors/kernels/kernels.h"
 
 namespace arcreduce {
@@ -64,19 +65,25 @@ class AccumulateStream final : public LazyInput {
 
 std::unique_ptr<Compressor> with_error_feedback(std::unique_ptr<Compressor> inner,
                                                 const std::string& kind, StateStore& store) {
-  if (kind == "ef14") {
-    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf14, store);
+  const FeedbackRow* row = find_feedback(kind);
+  ErrorFeedback::Kind decorator;
+  switch (row ? row->kind : FeedbackKind::kNone) {
+    case FeedbackKind::kEf14:
+      decorator = ErrorFeedback::Kind::kEf14;
+      break;
+    case FeedbackKind::kEf21:
+      decorator = ErrorFeedback::Kind::kEf21;
+      break;
+    case FeedbackKind::kEf21m:
+      decorator = ErrorFeedback::Kind::kEf21m;
+      break;
+    case FeedbackKind::kEfm:
+      decorator = ErrorFeedback::Kind::kEfm;
+      break;
+    default:
+      return inner;
   }
-  if (kind == "ef21") {
-    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf21, store);
-  }
-  if (kind == "ef21m") {
-    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEf21m, store);
-  }
-  if (kind == "efm") {
-    return std::make_unique<ErrorFeedback>(std::move(inner), ErrorFeedback::Kind::kEfm, store);
-  }
-  return inner;
+  return std::make_unique<ErrorFeedback>(std::move(inner), decorator, store);
 }
 
 void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
@@ -96,7 +103,7 @@ void ErrorFeedback::reduce(std::vector<CompressTensor>& bucket, CompressContext&
 // scratch buffer. If a collective fails, e holds x: the job ends with that error anyway.
 void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   const bool momentum = kind_ == Kind::kEfm;
-  const float beta = 1.0f - static_cast<float>(ctx.config.ef_momentum);
+  const float beta = 1.0f - static_cast<float>(ctx.options.feedback.eta);
   // Scratch offsets first: the buffer may move while it grows.
   std::vector<size_t> at(bucket.size());
   own_.clear();
@@ -127,7 +134,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     c.contribution = own_.at(at[i]);
     // The executor sends every reduction of an efm tensor here, so its compressed-step count is
     // its reduction count.
-    if (momentum && static_cast<int64_t>(bucket[i].step) < ctx.config.warmup_steps) {
+    if (momentum && static_cast<int64_t>(bucket[i].step) < ctx.options.feedback.warmup_steps) {
       // u = beta u + g, e becomes x = u + e
       kernels::accumulate_feedback(bucket[i].input, u, beta, s.e.data(), nullptr, n);
       warm.push_back(c);
@@ -164,7 +171,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
   for (const CompressTensor& w : warm) {  // everything was sent: e = x - x = 0
     kernels::fill(store_.get(w.name, w.elements).e.data(), w.elements, 0.0f);
   }
-  const bool masking = momentum && ctx.config.ef_masking;
+  const bool masking = momentum && ctx.options.feedback.masking;
   for (size_t j = 0; j < inner.size(); ++j) {
     const CompressTensor& c = inner[j];
     TensorState& s = *state[inner_of[j]];
@@ -180,7 +187,7 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     // at ratio 0.01 (docs/time-to-accuracy.md, "Masking at larger ratios").
     const bool mask =
         masking && !(c.sparse && static_cast<double>(c.rows.size()) * c.row_length >=
-                                     ctx.config.ef_momentum * static_cast<double>(c.elements));
+                                     ctx.options.feedback.eta * static_cast<double>(c.elements));
     // The same on the whole tensor or on each reported row: e -= C_i(x), and with masking the
     // velocity cleared where C_i(x) is non-zero.
     auto settle = [&](size_t begin, size_t count) {
@@ -245,9 +252,9 @@ class DifferenceStream final : public LazyInput {
 }  // namespace
 
 void ErrorFeedback::reduce_ef21(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
-  const bool warm = ctx.config.ef_init == "warm";
+  const bool warm = ctx.options.feedback.init == FeedbackInit::kWarm;
   const bool momentum = kind_ == Kind::kEf21m;
-  const float eta = momentum ? static_cast<float>(ctx.config.ef_momentum) : 1.0f;
+  const float eta = momentum ? static_cast<float>(ctx.options.feedback.eta) : 1.0f;
   const bool lazy = inner_->accepts_lazy_input();
   std::vector<CompressTensor> first;       // warm start: dense mean of the source
   std::vector<CompressTensor> compressed;  // c = C(source - h)

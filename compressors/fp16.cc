@@ -37,4 +37,9 @@ void Fp16::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   }
 }
 
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_fp16() {
+  return std::make_unique<Fp16>();
+}
+
 }  // namespace arcreduce

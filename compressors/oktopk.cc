@@ -79,10 +79,10 @@ struct Work {
 
 // Steps 1, 2 and 4 for one tensor: acc = g + residual, the local selection, and the local
 // threshold of the next call.
-void select_locally(Work& w, const Config& config) {
+void select_locally(Work& w, const OkTopKOptions& options) {
   std::vector<double>& lthr = w.state->doubles[kLocalThreshold];
   // Density 1 (k = n) keeps every entry: exact on every call, so it equals the dense mean.
-  const bool exact = lthr.empty() || w.calls % config.oktopk_tau_prime == 0 || w.k >= w.n;
+  const bool exact = lthr.empty() || w.calls % options.tau_prime == 0 || w.k >= w.n;
   double threshold = 0.0;
   if (exact) {
     w.selection = oktopk::exact_local_selection(w.acc, w.n, w.k, &threshold);
@@ -268,8 +268,8 @@ void finish(Work& w, int ranks) {
 
 void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   if (ctx.state == nullptr) throw Error("oktopk: no compressor state store in the context");
-  const Config& config = ctx.config;
-  if (config.oktopk_tau < 1 || config.oktopk_tau_prime < 1) {
+  const OkTopKOptions& options = ctx.options.oktopk;
+  if (options.tau < 1 || options.tau_prime < 1) {
     throw Error("oktopk: ARCREDUCE_OKTOPK_TAU and ARCREDUCE_OKTOPK_TAU_PRIME must be >= 1");
   }
   const int ranks = ctx.comm.size();
@@ -285,7 +285,7 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     std::vector<float>& residual = s.floats[kResidual];
     const auto n = static_cast<int64_t>(t.elements);
     const int64_t k = oktopk::kept_entries(ctx.spec.ratio, n);
-    if (ranks == 1 || n < config.min_compress_elements || k < ranks) {
+    if (ranks == 1 || n < ctx.options.min_compress_elements || k < ranks) {
       // Exact mean of g plus whatever residual an earlier configuration left.
       dense.push_back(t);
       if (residual.size() == t.elements) {
@@ -302,9 +302,9 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     const std::vector<int64_t>& calls = s.int64s[kCalls];
     Work w{&t, &s, residual.data(), n, k, calls.empty() ? 0 : calls[0]};
     w.exact_global =
-        s.doubles[kGlobalThreshold].empty() || w.calls % config.oktopk_tau_prime == 0 || k >= n;
-    w.repartition = w.calls % config.oktopk_tau == 0;
-    select_locally(w, config);
+        s.doubles[kGlobalThreshold].empty() || w.calls % options.tau_prime == 0 || k >= n;
+    w.repartition = w.calls % options.tau == 0;
+    select_locally(w, options);
     wide |= n > std::numeric_limits<int32_t>::max();
     work.push_back(std::move(w));
   }
@@ -326,11 +326,16 @@ void OkTopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   begin_phase(ctx, "reduce-scatter", "communicate");
   const int64_t sent = split_and_reduce(work, rec, ctx.comm);
   begin_phase(ctx, "values collective", "communicate");
-  const int64_t gathered = gather_survivors(work, rec, config.oktopk_rebalance, ctx.comm);
+  const int64_t gathered = gather_survivors(work, rec, options.rebalance, ctx.comm);
   begin_phase(ctx, "decompress", "decompress");
   ctx.stats.value_bytes += static_cast<uint64_t>(sent + gathered) * sizeof(float);
   ctx.stats.index_bytes += static_cast<uint64_t>(sent + gathered) * rec.index_bytes();
   for (Work& w : work) finish(w, ranks);
+}
+
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_oktopk() {
+  return std::make_unique<OkTopK>();
 }
 
 }  // namespace arcreduce

@@ -56,10 +56,10 @@ void prepare_q(LowRank& w, uint64_t seed) {
 
 void PowerSgd::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   if (ctx.state == nullptr) throw Error("powersgd: no compressor state store in the context");
-  const Config& config = ctx.config;
-  if (config.powersgd_rank < 1) {
+  const CompressorOptions& options = ctx.options;
+  if (options.powersgd.rank < 1) {
     throw Error("powersgd: ARCREDUCE_POWERSGD_RANK must be an integer >= 1, got " +
-                std::to_string(config.powersgd_rank));
+                std::to_string(options.powersgd.rank));
   }
   const float inv_ranks = 1.0f / static_cast<float>(ctx.comm.size());
   std::vector<LowRank> work;
@@ -72,9 +72,9 @@ void PowerSgd::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx)
   for (CompressTensor& t : bucket) {
     TensorState& s = ctx.state->get(t.name, t.elements);
     const MatrixView view = matrix_view(t.shape);
-    const int64_t q = powersgd::effective_rank(config.powersgd_rank, view.rows, view.cols);
+    const int64_t q = powersgd::effective_rank(options.powersgd.rank, view.rows, view.cols);
     const bool low_rank =
-        view.usable && static_cast<int64_t>(t.elements) >= config.min_compress_elements &&
+        view.usable && static_cast<int64_t>(t.elements) >= options.min_compress_elements &&
         powersgd::worth_compressing(view.rows, view.cols, q, min_compression_rate_);
     if (!low_rank) {
       // The exact mean of g plus whatever error an earlier configuration left.
@@ -97,7 +97,7 @@ void PowerSgd::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx)
     if (error.size() != t.elements) error.assign(t.elements, 0.0f);
     kernels::axpby(1.0f, t.input, 1.0f, error.data(), t.elements);  // step 1: M
     LowRank w{&t, &s, error.data(), view.rows, view.cols, static_cast<int>(q)};
-    prepare_q(w, config.seed);
+    prepare_q(w, options.seed);
     w.p_offset = first.append(static_cast<size_t>(w.rows) * w.q);
     powersgd::project(w.m, w.rows, w.cols, s.floats[kQ].data(), w.q, first.at(w.p_offset));
     ctx.stats.value_bytes += static_cast<uint64_t>(w.rows + w.cols) * w.q * sizeof(float);
@@ -140,6 +140,11 @@ void PowerSgd::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx)
     std::vector<float>& kept_q = w.state->floats[kQ];
     std::copy(qt, qt + kept_q.size(), kept_q.begin());
   }
+}
+
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_powersgd() {
+  return std::make_unique<PowerSgd>();
 }
 
 }  // namespace arcreduce

@@ -29,7 +29,7 @@ void RandK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   for (CompressTensor& t : bucket) {
     Draw d{&t};
     const MatrixView view = matrix_view(t.shape);
-    d.dense = static_cast<int64_t>(t.elements) < ctx.config.min_compress_elements ||
+    d.dense = static_cast<int64_t>(t.elements) < ctx.options.min_compress_elements ||
               t.elements == 0 || (by_row && !view.usable);
     if (d.dense) {
       d.offset = packed.append(t.elements);
@@ -43,7 +43,7 @@ void RandK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     d.cols = by_row ? view.cols : 1;
     const int64_t k = kept(ctx.spec.ratio, n);
     units.resize(static_cast<size_t>(k));
-    kernels::sample_indices(kernels::philox_key(ctx.config.seed, t.name, t.step), n, k,
+    kernels::sample_indices(kernels::philox_key(ctx.options.seed, t.name, t.step), n, k,
                             units.data());
     d.indices.resize(static_cast<size_t>(k * d.cols));
     for (int64_t i = 0; i < k; ++i) {
@@ -82,12 +82,17 @@ void RandK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
       kernels::gather(t.input, d.indices.data(), k, own.data());
       kernels::scatter(own.data(), d.indices.data(), k, t.contribution);
     }
-    if (ctx.config.check_consistency) {
+    if (ctx.options.check_consistency) {
       names.push_back(t.name);
       hashes.push_back(kernels::hash_indices(d.indices.data(), k));
     }
   }
-  if (ctx.config.check_consistency) check_same_selection(ctx.comm, names, hashes);
+  if (ctx.options.check_consistency) check_same_selection(ctx.comm, names, hashes);
+}
+
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_randk() {
+  return std::make_unique<RandK>();
 }
 
 }  // namespace arcreduce

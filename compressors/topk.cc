@@ -29,7 +29,7 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   begin_phase(ctx, "select", "compress");
   for (CompressTensor& t : bucket) {
     const MatrixView view = matrix_view(t.shape);
-    const bool eligible = static_cast<int64_t>(t.elements) >= ctx.config.min_compress_elements &&
+    const bool eligible = static_cast<int64_t>(t.elements) >= ctx.options.min_compress_elements &&
                           t.elements > 0 && (!by_row || view.usable);
     if (!eligible) {
       dense.push_back(&t);
@@ -105,6 +105,11 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   }
   if (!dense.empty()) begin_phase(ctx, "dense collective", "communicate");
   dense_mean(dense, ctx.comm);
+}
+
+// The factory its row in compressors.inc names.
+std::unique_ptr<Compressor> make_topk() {
+  return std::make_unique<TopK>();
 }
 
 }  // namespace arcreduce

@@ -31,8 +31,8 @@ struct MpiCommunicatorOptions {
   // kAuto uses the ring for messages of at least this many bytes when the job spans hosts and
   // has three ranks or more (resolve_allreduce_algorithm).
   size_t ring_threshold_bytes = kRingThresholdBytes;
-  // Ring pipelining granularity (docs/design/communicators.md has the measurements behind it); 0 picks
-  // kSingleHostRingSegmentBytes on one host and kMultiHostRingSegmentBytes across hosts.
+  // Ring pipelining granularity (docs/design/communicators.md has the measurements behind it); 0
+  // picks kSingleHostRingSegmentBytes on one host and kMultiHostRingSegmentBytes across hosts.
   size_t ring_segment_bytes = 0;
   // Largest single MPI message or count; larger transfers are split. Tests lower it to exercise
   // the split paths; values above INT_MAX are clamped.

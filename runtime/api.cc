@@ -130,7 +130,8 @@ void ensure_mpi() {
   int provided = 0;
   if (!initialized) {
     if (apply_mpi_environment_defaults()) {
-      spdlog::debug("arcreduce: {}={} (docs/design/runtime.md)", kEnvTcpEagerLimit, kTcpEagerLimitBytes);
+      spdlog::debug("arcreduce: {}={} (docs/design/runtime.md)", kEnvTcpEagerLimit,
+                    kTcpEagerLimitBytes);
     }
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
       throw Error("arcreduce::init(): MPI_Init_thread failed", StatusCode::kInternal);

@@ -5,8 +5,11 @@
 #include <cstring>
 
 #include "compressors/error_feedback.h"
+#include "compressors/feedback_kinds.h"
 #include "compressors/kernels/kernels.h"
+#include "compressors/registry.h"
 #include "ops/reduce_kernels.h"
+#include "runtime/compressor_config.h"
 #include "runtime/reduce_dtype.h"
 
 namespace arcreduce {
@@ -34,6 +37,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
     : ctx_(ctx),
       state_(state),
+      options_(compressor_options(ctx.config)),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
                                                               : kMultiHostChunkBytes),
       device_(ctx.device_executor_factory ? ctx.device_executor_factory(ctx)
@@ -80,16 +84,19 @@ std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEn
 void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
                               const TensorSignature& signature, Stats& stats,
                               CompressorStats& cstats) {
-  if (signature.compression.compressor == "none") {
+  const CompressorTraits* traits = find_compressor(signature.compression.compressor);
+  if (traits && traits->native()) {
     run_dense(entries, signature, stats, cstats);
     return;
   }
   std::lock_guard<std::mutex> lock(state_.mutex());
-  // efm carries the optimizer's momentum, which a plain dense warm-up would drop: it runs its
-  // warm-up itself (error_feedback.h).
-  const bool feedback_warms_up = signature.compression.error_feedback == "efm";
+  // A compressor or error feedback that runs its warm-up itself gets every step (efm carries the
+  // optimizer's momentum, which a plain dense warm-up would drop: error_feedback.h).
+  const FeedbackRow* feedback = find_feedback(signature.compression.error_feedback);
+  const bool warms_up_itself =
+      (traits && traits->does_own_warmup) || (feedback && feedback->does_own_warmup);
   const WarmupSplit split =
-      split_warmup(entries, state_, feedback_warms_up ? 0 : ctx_.config.warmup_steps);
+      split_warmup(entries, state_, warms_up_itself ? 0 : ctx_.config.warmup_steps);
   if (!split.warmup.empty()) {
     cstats.warmup_tensors += split.warmup.size();
     run_dense(split.warmup, signature, stats, cstats);
@@ -120,9 +127,10 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
   // Error-feedback decorators consume their input before they write their output, and so do
   // compressors that say reduces_in_place(): fp32 tensors are then reduced in their own memory,
   // without working copies.
-  const bool in_place =
-      signature.dtype == DType::kFloat32 && (signature.compression.error_feedback != "none" ||
-                                             pipeline(signature.compression).reduces_in_place());
+  const FeedbackRow* feedback = find_feedback(signature.compression.error_feedback);
+  const bool decorated = feedback && feedback->kind != FeedbackKind::kNone;
+  const bool in_place = signature.dtype == DType::kFloat32 &&
+                        (decorated || pipeline(signature.compression).reduces_in_place());
   inputs_.resize(entries.size());
   outputs_.resize(entries.size());
   std::vector<CompressTensor> bucket(entries.size());
@@ -148,7 +156,7 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
 
   t = std::chrono::steady_clock::now();
   const TrafficCounters before = ctx_.comm->traffic();
-  CompressContext context{*ctx_.comm, ctx_.config, signature.compression, cstats, ctx_.log,
+  CompressContext context{*ctx_.comm, options_, signature.compression, cstats, ctx_.log,
                           &state_,    &phases_};
   pipeline(signature.compression).reduce(bucket, context);
   const TrafficCounters after = ctx_.comm->traffic();

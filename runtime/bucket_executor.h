@@ -2,7 +2,8 @@
 // coordinator thread. Broadcast buckets send each tensor from its own memory, one broadcast per
 // tensor (chunked by the communicator), without staging copies or compressor state.
 // Compressed buckets go through the compressor pipeline in fp32 (tensors still in their
-// ARCREDUCE_WARMUP_STEPS take the dense path); "none" buckets take the dense path below.
+// ARCREDUCE_WARMUP_STEPS take the dense path); "none" buckets (the native path of the
+// compressors' registry) take the dense path below.
 // Dense path, chunk by chunk (plan_chunks): large tensors are reduced in their own memory, small
 // ones staged through the fusion buffer; each chunk is one sum All-Reduce, scaled for kAverage.
 // fp16/bf16: the collective adds in fp32 and rounds once per addition; kAverage pre-scales by
@@ -18,6 +19,7 @@
 
 #include "arcreduce/stats.h"
 #include "compressors/compressor.h"
+#include "compressors/compressor_options.h"
 #include "compressors/tensor_state.h"
 #include "runtime/context.h"
 #include "runtime/device_executor.h"
@@ -57,6 +59,7 @@ class BucketExecutor {
 
   Context& ctx_;
   StateStore& state_;
+  const CompressorOptions options_;  // of ctx_.config, for the compressors
   size_t chunk_bytes_;
   FusionBuffer buffer_;
   std::map<std::string, std::unique_ptr<Compressor>> pipelines_;  // by "compressor/ef"

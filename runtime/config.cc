@@ -15,6 +15,7 @@
 
 #include "arcreduce/build_config.h"
 #include "arcreduce/status.h"
+#include "compressors/feedback_kinds.h"
 #include "runtime/config_fields.h"
 
 extern char** environ;
@@ -59,14 +60,25 @@ void check_choice(const std::string& var, const std::string& value,
 
 }  // namespace
 
+// The registry's rows (compressors/compressors.inc), names only: arcrun builds this file without
+// the compressors.
 const std::vector<std::string>& compressor_names() {
-  static const std::vector<std::string> names = {"none",    "fp16",   "topk",    "randk",
-                                                 "arctopk", "oktopk", "powersgd"};
+  static const std::vector<std::string> names = {
+#define ARCREDUCE_NATIVE_PATH(name, ...) name,
+#define ARCREDUCE_COMPRESSOR(name, ...) name,
+#include "compressors/compressors.inc"
+#undef ARCREDUCE_NATIVE_PATH
+#undef ARCREDUCE_COMPRESSOR
+  };
   return names;
 }
 
 const std::vector<std::string>& error_feedback_names() {
-  static const std::vector<std::string> names = {"none", "ef14", "ef21", "ef21m", "efm"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const FeedbackRow& row : kFeedbackRows) v.push_back(row.name);
+    return v;
+  }();
   return names;
 }
 

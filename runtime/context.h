@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "arcreduce/config.h"
+#include "common/logging.h"
 #include "ops/communicator.h"
-#include "runtime/logging.h"
 
 namespace arcreduce {
 

@@ -13,8 +13,8 @@ constexpr uint64_t kFlagNoUncached = 1ull << 0;
 constexpr uint64_t kFlagNoShutdown = 1ull << 1;
 constexpr uint64_t kFlagNoAbort = 1ull << 2;
 constexpr uint64_t kFlagIdle = 1ull << 3;
-// Not inverted: AND computes "every rank" (finished its StepBatcher trial).
-constexpr uint64_t kFlagTrialDone = 1ull << 4;
+// Not inverted: AND computes "every rank agrees" (CyclePlan::every_rank_agrees).
+constexpr uint64_t kFlagAgree = 1ull << 4;
 
 size_t words_for(size_t bits) {
   return (bits + 63) / 64;
@@ -34,8 +34,7 @@ void clear_bit(uint64_t* words, size_t i) {
 Controller::Controller(Context& ctx)
     : ctx_(ctx), cache_(static_cast<size_t>(ctx.config.cache_capacity)), table_(ctx.size) {}
 
-std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort_due,
-                                             bool trial_done,
+std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort_due, bool agree,
                                              const std::vector<size_t>& invalid_local) const {
   const size_t w = words_for(cache_.capacity());
   std::vector<uint64_t> bits(1 + 2 * w, 0);
@@ -44,7 +43,7 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
   if (shutdown_requested) flags &= ~kFlagNoShutdown;
   if (abort_due) flags &= ~kFlagNoAbort;
   if (!pending_.empty() || table_.waiting()) flags &= ~kFlagIdle;
-  if (!trial_done) flags &= ~kFlagTrialDone;
+  if (!agree) flags &= ~kFlagAgree;
   bits[0] = flags;
   uint64_t* ready = bits.data() + 1;
   uint64_t* valid = bits.data() + 1 + w;
@@ -72,7 +71,7 @@ std::vector<uint64_t> Controller::build_bits(bool shutdown_requested, bool abort
 }
 
 CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
-                                bool trial_done, Stats& stats) {
+                                bool agree, Stats& stats) {
   const auto now = Clock::now();
   const Config& cfg = ctx_.config;
   ++stats.cycles;
@@ -128,12 +127,12 @@ CyclePlan Controller::run_cycle(const std::vector<Request>& new_requests, bool s
 
   // 2. One AND All-Reduce of flags and bits.
   std::vector<uint64_t> bits =
-      build_bits(shutdown_requested, !abort_reason.empty(), trial_done, invalid_local);
+      build_bits(shutdown_requested, !abort_reason.empty(), agree, invalid_local);
   ctx_.comm->allreduce(bits.data(), bits.size(), ScalarType::kUInt64, CollectiveOp::kBitAnd);
   const uint64_t flags = bits[0];
   CyclePlan plan;
   plan.busy = !(flags & kFlagIdle);
-  plan.every_trial_done = (flags & kFlagTrialDone) != 0;
+  plan.every_rank_agrees = (flags & kFlagAgree) != 0;
   if (!(flags & kFlagNoShutdown)) {
     plan.shutdown = true;
     return plan;

@@ -31,16 +31,17 @@ struct CyclePlan {
   bool shutdown = false;            // some rank called shutdown(): stop after this cycle
   std::string abort_reason;         // stall shutdown: fail everything and end the job
   bool busy = false;                // some rank had tensors in flight at the start of the cycle
-  bool every_trial_done = false;    // every rank finished its StepBatcher trial
+  bool every_rank_agrees = false;   // every rank passed agree = true to this cycle
 };
 
 class Controller {
  public:
   explicit Controller(Context& ctx);
 
-  // `trial_done`: this rank's StepBatcher trial is over; ANDed into the plan's every_trial_done.
-  CyclePlan run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested,
-                      bool trial_done, Stats& stats);
+  // `agree`: this rank's vote, ANDed over the ranks into the plan's every_rank_agrees (one bit
+  // of the negotiation every cycle carries anyway; BatchingTrial uses it to decide together).
+  CyclePlan run_cycle(const std::vector<Request>& new_requests, bool shutdown_requested, bool agree,
+                      Stats& stats);
   // Whether this rank has submitted tensors that are not yet ready on every rank.
   bool has_pending() const { return !pending_.empty(); }
   // Whether this rank has joined (its join() is being negotiated): it then takes part in the
@@ -53,7 +54,7 @@ class Controller {
     Clock::time_point since;
     int64_t slot = -1;  // cache slot when negotiated through the bit vector
   };
-  std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due, bool trial_done,
+  std::vector<uint64_t> build_bits(bool shutdown_requested, bool abort_due, bool agree,
                                    const std::vector<size_t>& invalid_local) const;
   std::vector<Response> negotiate_at_root(const std::string& abort_reason, std::string* abort_out,
                                           Stats& stats);

@@ -12,10 +12,7 @@
 
 namespace arcreduce {
 namespace {
-// While no rank has anything in flight the cycle slows down to this, so idle ranks do not spin
-// in MPI; a local submission still wakes the coordinator at once.
-constexpr std::chrono::milliseconds kIdleCycle(50);
-// Time other ranks get to fail their ops and log a stall shutdown before rank 0 aborts the job.
+// Time the other ranks get to fail their ops and log the reason before a rank ends the job.
 constexpr std::chrono::milliseconds kAbortGrace(500);
 
 // How long a rank whose wait timed out listens for the other ranks' liveness messages: they
@@ -46,8 +43,9 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
       queue_(queue),
       controller_(ctx),
       executor_(ctx, state),
-      batcher_(ctx.config.batch_compressed, ctx.config.warmup_steps),
-      grouper_(static_cast<size_t>(ctx.config.min_bucket_bytes)) {
+      admission_(ctx.config.batch_compressed, ctx.config.warmup_steps,
+                 static_cast<size_t>(ctx.config.min_bucket_bytes)),
+      trial_(admission_.batcher()) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
   if (ctx.rank == 0 && !ctx.config.timeline.empty()) {
@@ -91,26 +89,8 @@ Stats Coordinator::stats() const {
   return s;
 }
 
-void Coordinator::decide_batching() {
-  batching_decided_ = true;
-  const StepBatcher::Trial& trial = batcher_.trial();
-  double medians[2] = {trial.held_median_ms, trial.sent_median_ms};
-  activity_ = "ARCREDUCE_BATCH_COMPRESSED's decision";
-  ctx_.comm->allreduce(medians, 2, ScalarType::kFloat64, CollectiveOp::kSum);
-  const double held = medians[0] / ctx_.size, sent = medians[1] / ctx_.size;
-  const bool hold = StepBatcher::hold_pays(held, sent);
-  batcher_.set_agreed(hold);
-  if (ctx_.rank != 0) return;
-  ctx_.log->info(
-      "ARCREDUCE_BATCH_COMPRESSED=auto: median step {:.2f} ms with compressed tensors held to one "
-      "cycle, {:.2f} ms sent as produced ({} steps each, mean over ranks; this rank {:.2f} and "
-      "{:.2f} ms): {}",
-      held, sent, StepBatcher::kTrialStepsPerMode, trial.held_median_ms, trial.sent_median_ms,
-      hold ? "holding them from now on" : "sending them as produced");
-}
-
 void Coordinator::publish() {
-  stats_.held_steps = batcher_.held_steps();
+  stats_.held_steps = admission_.batcher().held_steps();
   TrafficCounters t = ctx_.comm->traffic();
   stats_.bytes_sent = t.bytes_sent;
   stats_.bytes_received = t.bytes_received;
@@ -120,89 +100,49 @@ void Coordinator::publish() {
   published_ = stats_;
 }
 
+// One cycle: wait for work, admit, negotiate, execute (as Horovod's RunLoopOnce). Each
+// mechanism lives in one place: holding in Admission, the batching decision in BatchingTrial,
+// the ranks' agreement in Controller, ending the job in abort_job().
 void Coordinator::loop() {
   const auto cycle =
       std::chrono::microseconds(static_cast<int64_t>(ctx_.config.cycle_time_ms * 1000.0));
   const std::chrono::microseconds batch_gap(ctx_.config.batch_gap_us);
-  Clock::time_point last_cycle = Clock::now();
+  Clock::time_point last_round = Clock::now();
   bool busy = false;
   tighten_timer_slack();
   if (ctx_.config.wait_mode != "busy") request_short_slice(std::chrono::microseconds(100));
   try {
     while (true) {
+      // 1. Wait. A rank whose submissions wait for other ranks cycles at the cycle time; one with
+      // nothing waiting joins the next round when its own next submission arrives (rounds in
+      // which it would report nothing only add synchronous rounds), or after the idle cycle,
+      // which bounds how long the others wait for it. Tensors produced together (a layer's
+      // weight and bias) then get batch_gap to arrive, so that they share a round.
       complete_device_buckets(false);
-      // A rank whose submissions wait for other ranks cycles at the cycle time; its cycles block
-      // (without spinning) until the others join. A rank with nothing waiting joins the next
-      // cycle when its own next submission arrives: cycles in which it would report nothing new
-      // only add synchronous rounds. The idle cycle still bounds how long the others wait for
-      // it, so stall reports and shutdown go through.
       const bool cycle_now = (busy && controller_.has_pending()) || !device_buckets_.empty();
-      std::chrono::microseconds wait = cycle_now ? cycle : std::chrono::microseconds(kIdleCycle);
-      // Held tensors are released at their deadline even when nothing else wakes the loop.
-      const auto until = [&](Clock::time_point deadline) {
-        const auto due =
-            std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-        wait = std::max(std::chrono::microseconds(0), std::min(wait, due));
-      };
-      if (batcher_.holding()) until(batcher_.deadline());
-      if (grouper_.holding()) until(grouper_.deadline());
-      queue_.wait_for_work(wait);
-      // Tensors produced together (a layer's weight and bias) join one cycle: waking at the
-      // first submission would negotiate it alone, and the rest a round later.
+      const std::chrono::microseconds idle(Admission::kIdleCycle);
+      queue_.wait_for_work(admission_.wait(cycle_now ? cycle : idle, Clock::now()));
       queue_.wait_for_quiet(batch_gap, cycle);
-      auto t = std::chrono::steady_clock::now();
-      std::vector<Request> taken = queue_.take_new_requests();
-      // Refusals are messages to rank 0, not tensors: nothing holds them back.
-      std::vector<Request> refusals;
-      auto is_refusal = [](const Request& r) { return !r.refusal.empty(); };
-      std::copy_if(taken.begin(), taken.end(), std::back_inserter(refusals), is_refusal);
-      taken.erase(std::remove_if(taken.begin(), taken.end(), is_refusal), taken.end());
-      std::vector<Request> requests = grouper_.admit(batcher_.admit(std::move(taken), t), t);
-      for (Request& r : refusals) requests.push_back(std::move(r));
-      // Shutdown, or a user blocked on an op (a synchronous allreduce per tensor, say): release
-      // what the batcher and the grouper hold rather than make them wait for the rest of a step.
-      if (queue_.take_waited() || shutdown_requested_.load()) {
-        for (Request& r : batcher_.release_all()) requests.push_back(std::move(r));
-        for (Request& r : grouper_.release_all()) requests.push_back(std::move(r));
-      }
-      // A held step's remaining tensors need not wake this thread, only its last one does: every
-      // wake during backward takes a core from it (docs/design/runtime.md, "Held steps do not wake the
-      // coordinator"). Submissions this cycle has not taken yet end the next wait at once.
-      if (batcher_.holding()) {
-        queue_.set_silent(batcher_.awaited());
-        silent_names_ = true;
-      } else if (silent_names_) {
-        queue_.set_silent({});
-        silent_names_ = false;
-      }
-      // Nothing to report (woken by submissions that are held, or by a user who blocked on an op
-      // that the last round already took): no round. A round with nothing in it would make every
-      // other rank spend its next round, and its next step's tensors, on this one. Otherwise the
-      // idle cycle is due after kIdleCycle (it keeps other ranks' negotiations and stall reports
-      // going), but not while the batcher or the grouper holds tensors: they are released by
-      // their deadline, which bounds the wait as well, and a step longer than the idle cycle would
-      // otherwise meet an empty round in the middle of its backward.
-      if (requests.empty() && !controller_.has_pending() && device_buckets_.empty() &&
-          !shutdown_requested_.load() &&
-          (batcher_.holding() || grouper_.holding() || t - last_cycle < kIdleCycle)) {
-        continue;
-      }
-      last_cycle = t;
-      if (timeline_) {
-        for (const Request& r : requests) {
-          if (r.refusal.empty()) requested_[r.name] = t;
-        }
-      }
-      const uint64_t calls_before = ctx_.comm->traffic().calls;
-      activity_ = "negotiation";
-      CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(),
-                                             batcher_.trial().done, stats_);
-      stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
-      const Clock::time_point negotiated = Clock::now();
-      stats_.negotiation_seconds += std::chrono::duration<double>(negotiated - t).count();
+
+      // 2. Admit.
+      const Clock::time_point now = Clock::now();
+      const bool release = queue_.take_waited() || shutdown_requested_.load();
+      Admission::Admitted admitted = admission_.admit(queue_.take_new_requests(), now, release);
+      if (admitted.silent) queue_.set_silent(*admitted.silent);
+      Admission::RoundInputs round;
+      round.requests = !admitted.requests.empty();
+      round.work_in_flight = controller_.has_pending() || !device_buckets_.empty();
+      round.shutdown = shutdown_requested_.load();
+      round.since_last_round = now - last_round;
+      if (!admission_.round_wanted(round)) continue;
+      last_round = now;
+
+      // 3. Negotiate.
+      Clock::time_point negotiated;
+      const CyclePlan plan = negotiate(admitted.requests, now, &negotiated);
       busy = plan.busy;
-      if (plan.shutdown || !plan.abort_reason.empty()) complete_device_buckets(true);
       if (plan.shutdown) {
+        complete_device_buckets(true);
         ctx_.log->debug("shutting down: shutdown() was called on some rank");
         queue_.close(Status(StatusCode::kShutdown,
                             "arcreduce was shut down (shutdown() called on some rank) before "
@@ -211,44 +151,25 @@ void Coordinator::loop() {
       }
       if (!plan.abort_reason.empty()) {
         // Every rank learnt the reason in the same broadcast: each fails its own ops and logs;
-        // rank 0 then ends the job after a grace period that lets the others report.
-        ctx_.log->error("{}; aborting the job", plan.abort_reason);
-        queue_.close(Status(StatusCode::kStalled, plan.abort_reason));
-        publish();
-        if (timeline_) {
-          timeline_->instant("[runtime]", "abort", Clock::now(),
-                             "\"reason\":" + json_string(plan.abort_reason));
-          timeline_->flush();
-        }
-        ctx_.log->flush();
-        if (ctx_.rank == 0) {
-          std::this_thread::sleep_for(kAbortGrace);
-          ctx_.comm->abort(1, plan.abort_reason);
-        }
+        // rank 0 then ends the job.
+        abort_job(plan.abort_reason, ctx_.rank == 0);
         break;
       }
-      // Every rank sees the same AND in the same cycle: all run the decision's collective here.
-      if (plan.every_trial_done && !batching_decided_) decide_batching();
+      if (plan.every_rank_agrees && trial_.pending()) {
+        activity_ = "ARCREDUCE_BATCH_COMPRESSED's decision";
+        trial_.decide(*ctx_.comm, ctx_.rank, ctx_.size, ctx_.log);
+      }
+
+      // 4. Execute.
       execute(plan, negotiated);
-      if (!plan.responses.empty()) batcher_.completed(Clock::now());
+      if (!plan.responses.empty()) admission_.completed(Clock::now());
       publish();
       if (timeline_) timeline_->flush();
     }
   } catch (const CommunicationTimeout& e) {
     // A peer stopped taking part in a collective: the job cannot go on, and the silent rank may
-    // be rank 0, so every rank that timed out fails its ops and ends the job itself.
-    const std::string message = describe_timeout(e);
-    ctx_.log->error("{}; aborting the job", message);
-    complete_device_buckets(true);
-    queue_.close(Status(StatusCode::kStalled, message));
-    publish();
-    if (timeline_) {
-      timeline_->instant("[runtime]", "abort", Clock::now(), "\"reason\":" + json_string(message));
-      timeline_->flush();
-    }
-    ctx_.log->flush();
-    std::this_thread::sleep_for(kAbortGrace);
-    ctx_.comm->abort(1, message);
+    // be rank 0, so every rank that timed out ends the job itself.
+    abort_job(describe_timeout(e), true);
   } catch (const std::exception& e) {
     std::string message = std::string("arcreduce coordinator failed: ") + e.what();
     ctx_.log->error("{}", message);
@@ -261,6 +182,39 @@ void Coordinator::loop() {
   }
   publish();
   if (timeline_) timeline_->flush();
+}
+
+CyclePlan Coordinator::negotiate(const std::vector<Request>& requests, Clock::time_point now,
+                                 Clock::time_point* negotiated) {
+  if (timeline_) {
+    for (const Request& r : requests) {
+      if (r.refusal.empty()) requested_[r.name] = now;
+    }
+  }
+  const uint64_t calls_before = ctx_.comm->traffic().calls;
+  activity_ = "negotiation";
+  CyclePlan plan =
+      controller_.run_cycle(requests, shutdown_requested_.load(), trial_.ready(), stats_);
+  stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
+  *negotiated = Clock::now();
+  stats_.negotiation_seconds += std::chrono::duration<double>(*negotiated - now).count();
+  return plan;
+}
+
+void Coordinator::abort_job(const std::string& reason, bool end_job) {
+  ctx_.log->error("{}; aborting the job", reason);
+  complete_device_buckets(true);
+  queue_.close(Status(StatusCode::kStalled, reason));
+  publish();
+  if (timeline_) {
+    timeline_->instant("[runtime]", "abort", Clock::now(), "\"reason\":" + json_string(reason));
+    timeline_->flush();
+  }
+  ctx_.log->flush();
+  if (!end_job) return;
+  // The other ranks get this long to fail their ops and log the reason before the job ends.
+  std::this_thread::sleep_for(kAbortGrace);
+  ctx_.comm->abort(1, reason);
 }
 
 void Coordinator::complete_device_buckets(bool wait) {

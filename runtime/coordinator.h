@@ -12,11 +12,11 @@
 #include <unordered_map>
 
 #include "arcreduce/stats.h"
+#include "runtime/admission.h"
+#include "runtime/batching_trial.h"
 #include "runtime/bucket_executor.h"
 #include "runtime/context.h"
 #include "runtime/controller.h"
-#include "runtime/dense_grouper.h"
-#include "runtime/step_batcher.h"
 #include "runtime/timeline.h"
 #include "tensor_queue/tensor_queue.h"
 
@@ -38,6 +38,12 @@ class Coordinator {
 
  private:
   void loop();
+  // One negotiation round over `requests` (admitted at `now`); sets *negotiated to its end.
+  CyclePlan negotiate(const std::vector<Request>& requests, Clock::time_point now,
+                      Clock::time_point* negotiated);
+  // Fails every op of this rank with kStalled and `reason` and logs it; with `end_job`, ends
+  // the whole job after a grace period in which the other ranks report (every abort's path).
+  void abort_job(const std::string& reason, bool end_job);
   void execute(const CyclePlan& plan, Clock::time_point negotiated);
   // A joined rank's part in an allreduce it did not submit: zeros of the response's signature.
   TensorEntry zeros_for(const Response& resp);
@@ -50,10 +56,6 @@ class Coordinator {
   // Completes the ops of CUDA buckets whose device work has finished, in bucket order; with
   // `wait`, all of them (shutdown). A device failure fails that bucket's ops.
   void complete_device_buckets(bool wait);
-  // ARCREDUCE_BATCH_COMPRESSED=auto, once every rank's trial is over: averages the ranks' trial
-  // medians (one All-Reduce, on every rank in the same cycle) and sets the batcher's decision;
-  // rank 0 logs it (info).
-  void decide_batching();
   // After a CommunicationTimeout: asks the communicator which ranks are silent and returns the
   // stall message naming them, what this rank waited in and its tensors in flight. Computed once
   // (the liveness check pairs with the other ranks' own), then returned again.
@@ -79,10 +81,8 @@ class Coordinator {
     std::unique_ptr<DeviceCompletion> done;
   };
   std::deque<DeviceBucket> device_buckets_;
-  StepBatcher batcher_;
-  DenseGrouper grouper_;
-  bool batching_decided_ = false;
-  bool silent_names_ = false;  // the queue has silent names (TensorQueue::set_silent)
+  Admission admission_;
+  BatchingTrial trial_;  // decides for admission_'s batcher
   // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
   // of the cycle's tensors not yet completed: for the message of a communication timeout.
   std::string activity_;

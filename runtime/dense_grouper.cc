@@ -1,10 +1,12 @@
 #include "runtime/dense_grouper.h"
 
+#include "compressors/registry.h"
+
 namespace arcreduce {
 
 bool DenseGrouper::holds(const TensorSignature& signature) {
-  const std::string& c = signature.compression.compressor;
-  return signature.collective == Collective::kAllreduce && (c == "none" || c == "fp16");
+  const CompressorTraits* traits = find_compressor(signature.compression.compressor);
+  return signature.collective == Collective::kAllreduce && traits && traits->dense;
 }
 
 std::vector<Request> DenseGrouper::admit(std::vector<Request> incoming, Clock::time_point now) {

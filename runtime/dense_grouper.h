@@ -4,9 +4,8 @@
 //
 // Backward hands over its last layers' gradients first, and they are small (a classifier's few
 // KB, each layer's bias a little ahead of its weight). Sent as produced, each is a latency-bound
-// round of its own while the link is idle, and the first large bucket goes out only after them:
-// on 4 hosts x 1 Gbit/s a PyTorch MLP of 4.2M parameters spent 20-25 ms of each step in such
-// rounds before its first 2 MB bucket started (docs/design/runtime.md, "Small dense buckets").
+// round of its own while the link is idle, and the first large bucket goes out only after them
+// (docs/design/runtime.md, "Small dense buckets", has the measurement).
 //
 // The step is learnt per rank (StepNames, as StepBatcher learns it): a name submitted again
 // starts a new step, and the dense names of the step before are the ones expected. A held tensor
@@ -42,7 +41,8 @@ class DenseGrouper {
   bool holding() const { return !held_.empty(); }
   // When the oldest held request must be released; only meaningful while holding().
   Clock::time_point deadline() const { return held_since_ + steps_.hold_limit(); }
-  // Whether the tensor of `signature` may be held: an uncompressed all-reduce.
+  // Whether the tensor of `signature` may be held: an all-reduce whose compressor's row is dense
+  // (CompressorTraits::dense, compressors/registry.h: none, fp16).
   static bool holds(const TensorSignature& signature);
 
  private:

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "compressors/compressor.h"
+#include "compressors/registry.h"
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
 #include "runtime/device_executor.h"
@@ -114,22 +114,20 @@ std::string Runtime::check_allreduce(const std::string& name, const Tensor& tens
              "not " +
              op_name + " of " + dtype_name(tensor.dtype);
     }
-    if (c.compressor && *c.compressor != "none") {
+    const CompressorTraits* asked = c.compressor ? find_compressor(*c.compressor) : nullptr;
+    if (c.compressor && !(asked && asked->native())) {  // "none" is no request for compression
       return who + ": compressor '" + *c.compressor + "' applies to sums and averages of " +
              "floating-point tensors; " + op_name + " of " + dtype_name(tensor.dtype) +
              " is reduced exactly, without compression";
     }
     return "";
   }
-  if (c.compressor) {
-    bool known = false;
-    for (const auto& k : compressor_names()) known |= (k == *c.compressor);
-    if (!known) return who + ": unknown compressor '" + *c.compressor + "'";
+  if (c.compressor && !find_compressor(*c.compressor)) {
+    return who + ": unknown compressor '" + *c.compressor + "'";
   }
   const std::string resolved = c.compressor.value_or(ctx_.config.compressor);
-  if (!compressor_available(resolved)) {
-    return who + ": compressor '" + resolved + "' is not available in this build";
-  }
+  const CompressorTraits* traits = find_compressor(resolved);
+  if (!traits) return who + ": compressor '" + resolved + "' is not available in this build";
   if (c.ratio && !(*c.ratio > 0 && *c.ratio <= 1)) {
     return who + ": compression ratio " + std::to_string(*c.ratio) + " is not in (0, 1]";
   }
@@ -137,12 +135,15 @@ std::string Runtime::check_allreduce(const std::string& name, const Tensor& tens
     return who + ": unknown granularity '" + *c.granularity + "' (element or row)";
   }
   if (c.error_feedback) {
-    bool known = false;
-    for (const auto& k : error_feedback_names()) known |= (k == *c.error_feedback);
-    if (!known) return who + ": unknown error feedback '" + *c.error_feedback + "'";
-    if (keeps_own_residual(resolved) && *c.error_feedback != "none") {
+    if (!find_feedback(*c.error_feedback)) {
+      return who + ": unknown error feedback '" + *c.error_feedback + "'";
+    }
+    // Dense reductions ignore error feedback, as they ignore the ratio (resolve()).
+    if (!traits->dense && !traits->takes_feedback(*c.error_feedback)) {
       return who + ": error feedback '" + *c.error_feedback + "' cannot wrap " + resolved +
-             ", which keeps its own residual: ask for 'none' or leave it unset";
+             (traits->keeps_own_residual ? ", which keeps its own residual"
+                                         : ", which does not take it") +
+             ": ask for 'none' or leave it unset";
     }
   }
   return "";
@@ -158,25 +159,22 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
   s.compression.compressor = c.compressor.value_or(ctx_.config.compressor);
   s.compression.ratio = c.ratio.value_or(ctx_.config.compress_ratio);
   s.compression.error_feedback = c.error_feedback.value_or(ctx_.config.error_feedback);
-  const std::string& name = s.compression.compressor;
-  if (name == "topk" || name == "randk") {
-    s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
-  }
-  if (keeps_own_residual(name)) {
-    // The job-wide ARCREDUCE_ERROR_FEEDBACK does not apply to Ok-Topk and PowerSGD.
-    s.compression.error_feedback = "none";
-  }
-  if (name == "powersgd") {
-    // PowerSGD's size is set by ARCREDUCE_POWERSGD_RANK, not by a ratio: do not let the ratio
-    // split buckets or cause mismatch errors.
-    s.compression.ratio = 1.0;
-  }
+  // Reduced exactly and densely, whatever the job's compressor.
   if (!compressible(tensor.dtype, options.op)) s.compression = CompressionSpec{"none", 1.0, "", ""};
-  if (s.compression.compressor == "none" || s.compression.compressor == "fp16") {
-    // Dense and cast reductions ignore ratio and error feedback: do not let them split buckets
-    // or cause mismatch errors.
-    s.compression.ratio = 1.0;
-    s.compression.error_feedback = "none";
+  // What does not apply to the compressor (its row, registry.h) takes a fixed value, so that it
+  // neither splits buckets nor causes mismatch errors: the ratio is 1 where it does not size
+  // what is sent (PowerSGD's rank does; dense reductions), the granularity empty where it has
+  // none, and the error feedback "none" where it may not wrap the compressor (the job-wide
+  // ARCREDUCE_ERROR_FEEDBACK does not apply to Ok-Topk and PowerSGD; dense reductions ignore it).
+  // check_allreduce() has refused unknown compressors.
+  if (const CompressorTraits* traits = find_compressor(s.compression.compressor)) {
+    if (traits->uses_granularity) {
+      s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
+    }
+    if (!traits->uses_ratio) s.compression.ratio = 1.0;
+    if (!traits->takes_feedback(s.compression.error_feedback)) {
+      s.compression.error_feedback = "none";
+    }
   }
   return s;
 }

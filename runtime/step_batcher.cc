@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "compressors/registry.h"
+
 namespace arcreduce {
 namespace {
 
@@ -14,8 +16,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 bool StepBatcher::holds(const TensorSignature& signature) {
-  const std::string& c = signature.compression.compressor;
-  return signature.collective == Collective::kAllreduce && c != "none" && c != "fp16";
+  const CompressorTraits* traits = find_compressor(signature.compression.compressor);
+  return signature.collective == Collective::kAllreduce && !(traits && traits->dense);
 }
 
 void StepBatcher::begin_step() {

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "arcreduce/types.h"
+#include "common/clock.h"
 #include "tensor_queue/message.h"
 
 namespace arcreduce {
 
 using Handle = uint64_t;
-using Clock = std::chrono::steady_clock;
 
 struct TensorEntry {
   std::string name;

@@ -103,8 +103,8 @@ auto on_stream(cudaStream_t stream, F&& f) {
 }
 
 // Up to this many rows a sort selects without synchronising the stream (select_impl.h); above
-// it the sampled selection's passes over n cost less than sorting n keys (measured on an H200:
-// 0.75-0.78x the sampled time at 2^20 rows, 1.10-1.31x at 2^22; docs/cuda.md).
+// it the sampled selection's passes over n cost less than sorting n keys (the crossover was
+// measured on a GPU: docs/results/cuda-log.md).
 constexpr int64_t kSortSelectMaxRows = int64_t{1} << 20;
 
 }  // namespace

@@ -199,12 +199,11 @@ void sketch_transposed(Exec&& exec, const float* y, int64_t n, int64_t m, const 
 
 // The sketch laid out for a GPU. SketchRow gives a thread a whole row: a warp's 32 threads read
 // 32 rows at once (strided, uncoalesced), and a matrix of a few thousand rows keeps only a few
-// thousand threads busy, each walking its row in series (on an H200 about 155 us per tensor,
-// whatever its size). Here thread (row, lane) sums lane `lane` of every column's dot product
-// (elements lane, lane + kLanes, ... of the row, in order: SketchRow's acc[lane]), so adjacent
-// threads read adjacent values; a second pass adds each (row, column)'s kLanes sums with
-// sum_lanes' tree. The same operations in the same order as SketchRow: bit-identical to it on
-// one system (kernels_tests compares them on the CPU).
+// thousand threads busy, each walking its row in series. Here thread (row, lane) sums lane `lane`
+// of every column's dot product (elements lane, lane + kLanes, ... of the row, in order:
+// SketchRow's acc[lane]), so adjacent threads read adjacent values; a second pass adds each (row,
+// column)'s kLanes sums with sum_lanes' tree. The same operations in the same order as SketchRow:
+// bit-identical to it on one system (kernels_tests compares them on the CPU).
 struct SketchLanePartials {
   const float* y;
   int64_t m;

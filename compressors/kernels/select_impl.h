@@ -219,9 +219,9 @@ void select_top_k(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_t* out) 
 
 // The same selection by one stable sort of all n keys (descending through inverted keys, so
 // equal keys stay in index order), for a GPU: nothing it computes has to reach the host, so the
-// stream is never synchronised, where select_top_k reads counts back several times (about
-// 100-140 us per call on an H200 whatever n, against a few us per kernel here). O(n log n) work
-// on a CPU, so the CPU build keeps select_top_k.
+// stream is never synchronised, where select_top_k reads counts back several times (each read
+// back waits for the whole stream, which costs more than the kernels themselves on a GPU).
+// O(n log n) work on a CPU, so the CPU build keeps select_top_k.
 template <class Exec, class KeyOf>
 void select_top_k_by_sort(Exec& exec, KeyOf key_of, int64_t n, int64_t k, int64_t* out) {
   using thrust::counting_iterator;

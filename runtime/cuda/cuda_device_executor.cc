@@ -14,6 +14,7 @@
 #include "compressors/kernels/arc_plan_cuda.h"
 #include "compressors/kernels/kernels.h"
 #include "compressors/kernels/kernels_cuda.h"
+#include "compressors/registry.h"
 #include "compressors/selection_check.h"
 #include "ops/copy_batch.h"
 #include "ops/cuda/copy_batch_cuda.h"
@@ -24,6 +25,7 @@
 #include "ops/mpi_cuda_support.h"
 #include "ops/staging_chunks.h"
 #include "ops/traffic_estimates.h"
+#include "runtime/compressor_config.h"
 #include "runtime/cuda/device_feedback_store.h"
 #include "runtime/device_executor.h"
 #include "runtime/reduce_dtype.h"
@@ -83,7 +85,8 @@ struct DeviceState {
 
 class CudaDeviceExecutor : public DeviceExecutor {
  public:
-  CudaDeviceExecutor(Context& ctx, StateStore& state) : ctx_(ctx), state_(state) {
+  CudaDeviceExecutor(Context& ctx, StateStore& state)
+      : ctx_(ctx), state_(state), options_(compressor_options(ctx.config)) {
     std::lock_guard<std::mutex> lock(state_.mutex());
     state_.set_mirror(&feedback_);
   }
@@ -109,12 +112,17 @@ class CudaDeviceExecutor : public DeviceExecutor {
     phases_ = &phases;
     used_nccl_ = false;
     wait_for_producers(entries, d.stream.get());
-    if (signature.compression.compressor == "none") {
-      run_dense(entries, signature, d, stats, cstats);
-    } else if (signature.compression.compressor == "arctopk") {
-      run_compressed(entries, signature, device, d, stats, cstats);
-    } else {
-      run_on_host(entries, d, stats, host_path);
+    const CompressorTraits* traits = find_compressor(signature.compression.compressor);
+    switch (traits ? traits->cuda : CudaPath::kHostCopies) {
+      case CudaPath::kDense:
+        run_dense(entries, signature, d, stats, cstats);
+        break;
+      case CudaPath::kArcTopK:
+        run_compressed(entries, signature, device, d, stats, cstats);
+        break;
+      case CudaPath::kHostCopies:
+        run_on_host(entries, d, stats, host_path);
+        break;
     }
     return std::make_unique<EventCompletion>(device, d.stream.get(),
                                              used_nccl_ ? d.nccl.get() : nullptr);
@@ -272,7 +280,8 @@ class CudaDeviceExecutor : public DeviceExecutor {
     std::lock_guard<std::mutex> lock(state_.mutex());
     // efm carries the optimizer's momentum, which a plain dense warm-up would drop: the device
     // pipeline runs its warm-up itself (arctopk_device_feedback.h), as ErrorFeedback does.
-    const bool feedback_warms_up = signature.compression.error_feedback == "efm";
+    const FeedbackRow* feedback = find_feedback(signature.compression.error_feedback);
+    const bool feedback_warms_up = feedback && feedback->does_own_warmup;
     const WarmupSplit split =
         split_warmup(entries, state_, feedback_warms_up ? 0 : ctx_.config.warmup_steps);
     if (!split.warmup.empty()) {
@@ -310,8 +319,7 @@ class CudaDeviceExecutor : public DeviceExecutor {
         cast_floats += c.elements;
       }
     }
-    const ArcFeedbackPlan p =
-        plan_arc_feedback(bucket, ctx_.config, signature.compression, ctx_.size);
+    const ArcFeedbackPlan p = plan_arc_feedback(bucket, options_, signature.compression, ctx_.size);
     const ArcTopKPlan& plan = p.plan;
     const size_t floats = cast_floats + p.work_floats + p.warm_floats + plan.first_floats +
                           plan.second_floats + plan.scratch_floats;
@@ -450,10 +458,11 @@ class CudaDeviceExecutor : public DeviceExecutor {
 
   Context& ctx_;
   StateStore& state_;
-  DeviceFeedbackStore feedback_;  // error feedback of CUDA tensors, mirrored into state_
-  PhaseLog* phases_ = nullptr;    // of the current run()
-  bool used_nccl_ = false;        // the current run() enqueued NCCL collectives
-  TrafficCounters nccl_traffic_;  // estimated: NCCL's bytes never reach the communicator
+  const CompressorOptions options_;  // of ctx_.config, for the device pipeline
+  DeviceFeedbackStore feedback_;     // error feedback of CUDA tensors, mirrored into state_
+  PhaseLog* phases_ = nullptr;       // of the current run()
+  bool used_nccl_ = false;           // the current run() enqueued NCCL collectives
+  TrafficCounters nccl_traffic_;     // estimated: NCCL's bytes never reach the communicator
   std::map<int, std::unique_ptr<DeviceState>> devices_;
 };
 

@@ -76,7 +76,8 @@ std::vector<RankResult> run_pipeline(int world, const CompressionSpec& spec, con
         c.v = s.v.data();
         c.started = s.started && continues;
       }
-      const ArcFeedbackPlan p = plan_arc_feedback(bucket, config, spec, comm.size());
+      const ArcFeedbackPlan p =
+          plan_arc_feedback(bucket, compressor_options(config), spec, comm.size());
       std::vector<float> work(p.work_floats), warm(p.warm_floats), first(p.plan.first_floats),
           second(p.plan.second_floats), scratch(p.plan.scratch_floats);
       std::vector<int64_t> rows(p.plan.row_count);
@@ -247,17 +248,19 @@ TEST(ArcFeedbackPlan, WarmStartsOnlyUnstartedEf21Tensors) {
   std::vector<ArcFeedbackTensor> bucket = three_tensors();
   bucket[1].started = true;
   const CompressionSpec spec{"arctopk", 0.1, "ef21m", ""};
-  const ArcFeedbackPlan warm = plan_arc_feedback(bucket, feedback_config("warm"), spec, 2);
+  const ArcFeedbackPlan warm =
+      plan_arc_feedback(bucket, compressor_options(feedback_config("warm")), spec, 2);
   EXPECT_EQ(warm.warm, (std::vector<size_t>{0, 2}));
   EXPECT_EQ(warm.compressed, (std::vector<size_t>{1}));
   EXPECT_EQ(warm.warm_floats, 256u);
   EXPECT_EQ(warm.work_floats, 3u * 128u);
   EXPECT_FLOAT_EQ(warm.eta, 0.3f);
-  const ArcFeedbackPlan cold = plan_arc_feedback(bucket, feedback_config("zero"), spec, 2);
+  const ArcFeedbackPlan cold =
+      plan_arc_feedback(bucket, compressor_options(feedback_config("zero")), spec, 2);
   EXPECT_TRUE(cold.warm.empty());
   EXPECT_EQ(cold.compressed.size(), 3u);
-  const ArcFeedbackPlan ef14 =
-      plan_arc_feedback(bucket, feedback_config("warm"), {"arctopk", 0.1, "ef14", ""}, 2);
+  const ArcFeedbackPlan ef14 = plan_arc_feedback(
+      bucket, compressor_options(feedback_config("warm")), {"arctopk", 0.1, "ef14", ""}, 2);
   EXPECT_TRUE(ef14.warm.empty());
   EXPECT_EQ(ef14.work_floats, 2u * 3u * 128u);
 }
@@ -272,7 +275,8 @@ TEST(ArcFeedbackPlan, EfmWarmsUpByStepAndMasksBelowTheShareEta) {
   bucket[2].step = 1;
   Config config = feedback_config("warm");  // eta 0.3
   config.warmup_steps = 2;
-  const ArcFeedbackPlan warm = plan_arc_feedback(bucket, config, {"arctopk", 0.1, "efm", ""}, 2);
+  const ArcFeedbackPlan warm =
+      plan_arc_feedback(bucket, compressor_options(config), {"arctopk", 0.1, "efm", ""}, 2);
   EXPECT_EQ(warm.warm, (std::vector<size_t>{0, 2}));
   EXPECT_EQ(warm.compressed, (std::vector<size_t>{1}));
   EXPECT_EQ(warm.work_floats, 128u);
@@ -280,11 +284,13 @@ TEST(ArcFeedbackPlan, EfmWarmsUpByStepAndMasksBelowTheShareEta) {
   EXPECT_EQ(warm.mask, (std::vector<bool>{true}));  // 1 row of 16 < 0.3 of the tensor
 
   config.warmup_steps = 0;
-  const ArcFeedbackPlan half = plan_arc_feedback(bucket, config, {"arctopk", 0.5, "efm", ""}, 2);
+  const ArcFeedbackPlan half =
+      plan_arc_feedback(bucket, compressor_options(config), {"arctopk", 0.5, "efm", ""}, 2);
   EXPECT_TRUE(half.warm.empty());
   EXPECT_EQ(half.mask, (std::vector<bool>(3, false)));  // 8 rows of 16 >= 0.3: velocity kept
   config.ef_masking = false;
-  const ArcFeedbackPlan off = plan_arc_feedback(bucket, config, {"arctopk", 0.1, "efm", ""}, 2);
+  const ArcFeedbackPlan off =
+      plan_arc_feedback(bucket, compressor_options(config), {"arctopk", 0.1, "efm", ""}, 2);
   EXPECT_EQ(off.mask, (std::vector<bool>(3, false)));
   EXPECT_TRUE(feedback_buffers(FeedbackKind::kEfm).e);
   EXPECT_TRUE(feedback_buffers(FeedbackKind::kEfm).v);

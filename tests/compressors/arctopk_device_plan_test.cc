@@ -50,7 +50,7 @@ std::vector<RankResult> run_plan(int world, const CompressionSpec& spec, const C
       pts[t].output = res.output[t].data();
       pts[t].contribution = res.contribution[t].data();
     }
-    const ArcTopKPlan plan = plan_arctopk(pts, config, spec, comm.size());
+    const ArcTopKPlan plan = plan_arctopk(pts, compressor_options(config), spec, comm.size());
     std::vector<float> first(plan.first_floats), second(plan.second_floats),
         scratch(plan.scratch_floats);
     std::vector<int64_t> rows(plan.row_count);
@@ -155,7 +155,7 @@ TEST(ArcTopKPlan, PathsFollowTheCompressorsRules) {
     p.elements = t.elements();
     pts.push_back(p);
   }
-  const ArcTopKPlan plan = plan_arctopk(pts, config, spec, 2);
+  const ArcTopKPlan plan = plan_arctopk(pts, compressor_options(config), spec, 2);
   // fc.weight 64x32: k = 6; conv 8x4x3x3 viewed as 16x18: k = 1; tall 300x9: k = 30;
   // small 8x4 exact: k = 1; row 1x64 (sketch 4 + 64 not < 64): exact, k = 1; one 1x1: exact.
   EXPECT_EQ(plan.items[0].path, ArcTopKPlan::Path::kSketch);
@@ -171,7 +171,7 @@ TEST(ArcTopKPlan, PathsFollowTheCompressorsRules) {
   // to the first All-Reduce; only the dense tensors (bias 5, empty 0) remain there.
   Config random = config;
   random.random_rows = 1.0;
-  const ArcTopKPlan drawn = plan_arctopk(pts, random, spec, 2);
+  const ArcTopKPlan drawn = plan_arctopk(pts, compressor_options(random), spec, 2);
   for (size_t i : {0, 1, 2, 5, 6, 7}) {
     EXPECT_EQ(drawn.items[i].path, ArcTopKPlan::Path::kRandom) << mixed_bucket()[i].name;
   }
@@ -187,7 +187,8 @@ TEST(ArcTopKPlan, ShapeMismatchNamesTheTensor) {
   t.shape = {4, 4};
   t.elements = 15;
   try {
-    plan_arctopk({t}, plan_config(4), CompressionSpec{"arctopk", 0.1, "none", ""}, 2);
+    plan_arctopk({t}, compressor_options(plan_config(4)),
+                 CompressionSpec{"arctopk", 0.1, "none", ""}, 2);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer3.weight"), std::string::npos) << e.what();

@@ -137,7 +137,8 @@ RandomRowsRun run_every_row_random(int world, const std::vector<TensorSpec>& ten
       ct.contribution = res.contribution[t].data();
     }
     const CompressionSpec sp = spec(ratio);
-    CompressContext ctx{comm, c, sp, run.stats[rank], log, nullptr};
+    const CompressorOptions options = compressor_options(c);
+    CompressContext ctx{comm, options, sp, run.stats[rank], log, nullptr};
     arc->reduce(bucket, ctx);
     run.allreduces[rank] = comm.allreduces + comm.others;
   });

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "common/logging.h"
 #include "compressors/compressor.h"
 #include "compressors/error_feedback.h"
 #include "compressors/tensor_state.h"
 #include "ops/loopback_communicator.h"
-#include "runtime/logging.h"
+#include "runtime/compressor_config.h"
 
 namespace arcreduce {
 namespace testing {
@@ -62,6 +63,7 @@ inline std::vector<RankResult> run_compressor(int world, const std::string& comp
   std::vector<RankResult> results(world);
   std::vector<StateStore> local(world);
   std::vector<StateStore>& state = stores ? *stores : local;  // one store per rank
+  const CompressorOptions options = compressor_options(config);
   run_ranks(world, [&](Communicator& comm) {
     const int rank = comm.rank();
     auto pipeline =
@@ -90,7 +92,7 @@ inline std::vector<RankResult> run_compressor(int world, const std::string& comp
         c.output = res.output[t].data();
         c.contribution = res.contribution[t].data();
       }
-      CompressContext ctx{comm, config, spec, stats, log, &state[rank]};
+      CompressContext ctx{comm, options, spec, stats, log, &state[rank]};
       pipeline->reduce(bucket, ctx);
       for (size_t t = 0; t < tensors.size(); ++t) {
         ++state[rank].get(tensors[t].name, tensors[t].elements()).compressed_steps;

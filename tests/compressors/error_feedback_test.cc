@@ -135,6 +135,7 @@ ArcRun run_arc(int world, int steps, const char* ef, const Config& c, const Comp
   run.out.assign(world, {});
   run.own.assign(world, {});
   run.stores = std::vector<StateStore>(world);
+  const CompressorOptions options = compressor_options(c);
   run_ranks(world, [&](Communicator& comm) {
     const int rank = comm.rank();
     StateStore& store = run.stores[rank];
@@ -164,7 +165,7 @@ ArcRun run_arc(int world, int steps, const char* ef, const Config& c, const Comp
         b.input = in_place ? b.output : in[t].data();
         b.contribution = in_place ? nullptr : mine[t].data();
       }
-      CompressContext ctx{comm, c, spec, stats, log};
+      CompressContext ctx{comm, options, spec, stats, log};
       pipeline->reduce(bucket, ctx);
       for (const auto& t : tensors) ++store.get(t.name, t.elements()).compressed_steps;
     }

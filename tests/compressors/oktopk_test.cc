@@ -104,6 +104,7 @@ std::vector<std::vector<Call>> run(int world, const Config& config, double densi
   std::vector<StateStore>& state = stores ? *stores : local;
   std::vector<CompressorStats> stats(world);
   const CompressionSpec spec{"oktopk", density, "none", "element"};
+  const CompressorOptions options = compressor_options(config);
   run_ranks(world, [&](Communicator& raw) {
     const int rank = raw.rank();
     std::atomic<int> unused{0};
@@ -141,7 +142,7 @@ std::vector<std::vector<Call>> run(int world, const Config& config, double densi
         b.output = c.output[t].data();
         b.contribution = c.contribution[t].data();
       }
-      CompressContext ctx{comm, config, spec, stats[rank], log, &state[rank]};
+      CompressContext ctx{comm, options, spec, stats[rank], log, &state[rank]};
       const TrafficCounters before = comm.traffic();
       compressor->reduce(bucket, ctx);
       const TrafficCounters after = comm.traffic();
@@ -357,11 +358,11 @@ TEST(OkTopK, SaveAndLoadResumesBitForBit) {
 TEST(OkTopK, NeedsTheStateStore) {
   run_ranks(1, [&](Communicator& comm) {
     auto compressor = make_compressor("oktopk");
-    Config config = oktopk_config();
+    const CompressorOptions options = compressor_options(oktopk_config());
     CompressionSpec spec{"oktopk", 0.1, "none", "element"};
     CompressorStats stats;
     Logger log = make_logger(0, "error");
-    CompressContext ctx{comm, config, spec, stats, log};
+    CompressContext ctx{comm, options, spec, stats, log};
     std::vector<CompressTensor> bucket;
     EXPECT_THROW(compressor->reduce(bucket, ctx), Error);
   });

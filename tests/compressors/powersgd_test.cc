@@ -56,6 +56,7 @@ std::vector<std::vector<Step>> run(int world, const Config& config,
   std::vector<CompressorStats> stats(world);
   std::vector<int> allreduces(world), others(world);
   const CompressionSpec spec{"powersgd", 1.0, "none", "element"};
+  const CompressorOptions compress_options = compressor_options(config);
   run_ranks(world, [&](Communicator& raw) {
     const int rank = raw.rank();
     CollectiveCounter comm(raw);
@@ -89,7 +90,7 @@ std::vector<std::vector<Step>> run(int world, const Config& config,
         b.output = c.output[t].data();
         b.contribution = c.contribution[t].data();
       }
-      CompressContext ctx{comm, config, spec, stats[rank], log, &state[rank]};
+      CompressContext ctx{comm, compress_options, spec, stats[rank], log, &state[rank]};
       compressor.reduce(bucket, ctx);
       for (size_t t = 0; t < count; ++t) {
         TensorState& s = state[rank].get(tensors[t].name, tensors[t].elements());
@@ -373,7 +374,8 @@ TEST(PowerSgd, RejectsABadRankAndAMissingStateStore) {
     StateStore store;
     Config config = powersgd_config(0);
     std::vector<CompressTensor> bucket;
-    CompressContext bad_rank{comm, config, spec, stats, log, &store};
+    const CompressorOptions rank_zero = compressor_options(config);
+    CompressContext bad_rank{comm, rank_zero, spec, stats, log, &store};
     try {
       compressor.reduce(bucket, bad_rank);
       ADD_FAILURE() << "rank 0 accepted";
@@ -381,7 +383,8 @@ TEST(PowerSgd, RejectsABadRankAndAMissingStateStore) {
       EXPECT_NE(std::string(e.what()).find("ARCREDUCE_POWERSGD_RANK"), std::string::npos);
     }
     config.powersgd_rank = 1;
-    CompressContext no_store{comm, config, spec, stats, log};
+    const CompressorOptions rank_one = compressor_options(config);
+    CompressContext no_store{comm, rank_one, spec, stats, log};
     EXPECT_THROW(compressor.reduce(bucket, no_store), Error);
   });
 }

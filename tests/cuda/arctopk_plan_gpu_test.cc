@@ -13,6 +13,7 @@
 #include "compressors/arctopk_device_plan.h"
 #include "compressors/kernels/arc_plan_cuda.h"
 #include "gpu_test_util.h"
+#include "runtime/compressor_config.h"
 
 namespace arcreduce {
 namespace {
@@ -57,7 +58,7 @@ TEST(GpuArcTopKPlan, MatchesTheCpuPlan) {
     gpu[t].output = d_out[t]->p;
     gpu[t].contribution = d_contrib[t]->p;
   }
-  const ArcTopKPlan plan = plan_arctopk(cpu, config, spec, 1);
+  const ArcTopKPlan plan = plan_arctopk(cpu, compressor_options(config), spec, 1);
   auto identity = [](float*, size_t) {};
 
   std::vector<float> first(plan.first_floats), second(plan.second_floats),

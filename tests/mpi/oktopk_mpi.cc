@@ -16,6 +16,7 @@
 
 #include "compressors/compressor.h"
 #include "ops/mpi_communicator.h"
+#include "runtime/compressor_config.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     config.oktopk_tau = 4;
     config.oktopk_tau_prime = 3;
     config.oktopk_rebalance = argc > 1 && std::string(argv[1]) == "1";
+    const arcreduce::CompressorOptions options = arcreduce::compressor_options(config);
     const arcreduce::CompressionSpec spec{"oktopk", 0.05, "none", "element"};
     arcreduce::CompressorStats stats;
     arcreduce::Logger log = arcreduce::make_logger(rank, "error");
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
         bucket[t].input = g[t].data();
         bucket[t].output = out[t].data();
       }
-      arcreduce::CompressContext ctx{comm, config, spec, stats, log, &store};
+      arcreduce::CompressContext ctx{comm, options, spec, stats, log, &store};
       compressor->reduce(bucket, ctx);
       for (size_t t = 0; t < sizes.size(); ++t) {
         const size_t n = sizes[t];

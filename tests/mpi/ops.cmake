@@ -1,6 +1,6 @@
 # Multi-process tests of ops/ (MpiCommunicator). Each run takes a few seconds.
 add_executable(communicator_mpi_test ${CMAKE_CURRENT_LIST_DIR}/communicator_mpi_test.cc)
-target_link_libraries(communicator_mpi_test PRIVATE arcreduce_ops GTest::gtest)
+target_link_libraries(communicator_mpi_test PRIVATE arcreduce_common arcreduce_ops GTest::gtest)
 foreach(np 1 2 3 4)
   foreach(algorithm ring mpi doubling)
     arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_np${np} NP ${np}

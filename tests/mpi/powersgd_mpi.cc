@@ -22,6 +22,7 @@
 #include "compressors/matrix_view.h"
 #include "compressors/powersgd_math.h"
 #include "ops/mpi_communicator.h"
+#include "runtime/compressor_config.h"
 #include "tests/compressors/powersgd_reference.h"
 
 namespace {
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     arcreduce::Config config;
     config.min_compress_elements = 0;
     config.powersgd_rank = argc > 1 ? std::atoi(argv[1]) : 1;
+    const arcreduce::CompressorOptions options = arcreduce::compressor_options(config);
     const arcreduce::CompressionSpec spec{"powersgd", 1.0, "none", "element"};
     arcreduce::CompressorStats stats;
     arcreduce::Logger log = arcreduce::make_logger(rank, "error");
@@ -97,7 +99,7 @@ int main(int argc, char** argv) {
         bucket[t].input = g[t].data();
         bucket[t].output = out[t].data();
       }
-      arcreduce::CompressContext ctx{comm, config, spec, stats, log, &store};
+      arcreduce::CompressContext ctx{comm, options, spec, stats, log, &store};
       compressor->reduce(bucket, ctx);
       for (size_t t = 0; t < count; ++t) {
         const size_t n = specs[t].elements();

@@ -13,8 +13,8 @@ enum class CompressedBatching { kOff, kOn, kAuto };
 struct Config {
   std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
   double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
-  // ARCREDUCE_SKETCH_RANK, >= 1: columns of ARC-Top-K's projection. 2 takes about as many steps
-  // to accuracy as 4 over five seeds and sends a third less (docs/time-to-accuracy.md).
+  // ARCREDUCE_SKETCH_RANK, >= 1: columns of ARC-Top-K's projection (not an MPI rank). The
+  // default is the smallest that kept the steps to accuracy (docs/time-to-accuracy.md).
   int sketch_rank = 2;
   // ARCREDUCE_ROW_LENGTH: longest row of ARC-Top-K's matrix view; longer rows of the natural view
   // are split into equal pieces (docs/compressors.md, "Matrix view"). 0 keeps the natural view.
@@ -73,17 +73,17 @@ struct Config {
   // ARCREDUCE_MIN_BUCKET_BYTES: an uncompressed all-reduce is held until the tensors this rank
   // has submitted since make at least this many bytes, or the step's last of them has come
   // (learnt from the step before), so that small tensors share a bucket with the next large one
-  // instead of each costing a round (docs/design/runtime.md, "Small dense buckets"); 0 holds nothing.
-  // Local to each rank.
+  // instead of each costing a round (docs/design/runtime.md, "Small dense buckets"); 0 holds
+  // nothing. Local to each rank.
   int64_t min_bucket_bytes = 1 << 20;
   // ARCREDUCE_BATCH_COMPRESSED: whether compressed tensors (every compressor but "none" and
   // "fp16") wait until this rank has submitted all of the step's (learnt from the previous step)
   // and then go out in one cycle. Fewer rounds, but no overlap of the compressed exchange with
   // backward: it pays where rounds are costly and the exchange is short (many ranks per core, a
-  // fast link), and loses on slow links (docs/design/runtime.md, "One cycle"). kAuto (default, "auto")
-  // times steps 4-27 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then every
-  // rank holds from then on unless the ranks' averaged medians say not holding is more than 3%
-  // faster; kOn ("1") holds from the second step, kOff ("0") never holds.
+  // fast link), and loses on slow links (docs/design/runtime.md, "One cycle"). kAuto (default,
+  // "auto") times steps 4-27 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then
+  // every rank holds from then on unless the ranks' averaged medians say not holding is more than
+  // 3% faster; kOn ("1") holds from the second step, kOff ("0") never holds.
   CompressedBatching batch_compressed = CompressedBatching::kAuto;
 
   // Reads every ARCREDUCE_* variable over the defaults, or over the preset ARCREDUCE_PRESET names
