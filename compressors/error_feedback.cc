@@ -182,9 +182,9 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     // row about every 1/eta steps, within the momentum's horizon) keeps its velocity as heavy-ball
     // SGD does, so that a larger ratio trains more like dense, not less: at ratio 1 masking would
     // clear every velocity and leave SGD without momentum. Tensors without reported rows (sent
-    // densely, or Top-K's and Rand-K's entries) are masked where sent, as before: sparing the
-    // small ones ARC-Top-K sends densely (biases) cost the MLP 0.3-0.5 points of best accuracy
-    // at ratio 0.01 (docs/time-to-accuracy.md, "Masking at larger ratios").
+    // densely, or Top-K's and Rand-K's entries) are masked where sent: sparing the small ones
+    // ARC-Top-K sends densely (biases) cost accuracy (docs/time-to-accuracy.md, "Masking at
+    // larger ratios").
     const bool mask =
         masking && !(c.sparse && static_cast<double>(c.rows.size()) * c.row_length >=
                                      ctx.options.feedback.eta * static_cast<double>(c.elements));

@@ -16,15 +16,9 @@ namespace arcreduce {
 namespace {
 
 // Collective size. On one host reduction is memory-bound: small chunks keep the staging copy
-// and MPI's internal passes in cache (docs/benchmarks.md: 256 KiB-1 MiB chunks take 0.4-0.5x the
-// time of one fused MPI_Allreduce, whole 64 MiB buckets 1.1-1.2x). Across hosts each collective
-// pays network latency per ring step and TCP restarts its flow, so chunks are larger there: on
-// the simulated cluster (4 hosts, 1 Gbit/s, tiny-transformer-24M) a dense step took 5.6-7.0 s
-// with 4 MiB chunks; 16 MiB and 64 MiB chunks were within each other's noise in a first
-// comparison (1.6-2.4 s and 2.3-3.0 s), and in a second, alternating the two 4 times on a loaded
-// machine, 64 MiB took 2.2-2.6 s per step and 16 MiB 2.3-5.2 s; the bare ring over 98 MB took
-// 1.35-1.5 s as one piece and 1.9-2.2 s in 16 MiB pieces (docs/benchmarks.md). So a bucket up to
-// the default fusion threshold goes as one ring.
+// and MPI's internal passes in cache. Across hosts each collective pays network latency per ring
+// step and TCP restarts its flow, so a bucket up to the default fusion threshold goes as one
+// ring there. (The measurements behind both sizes: docs/results/benchmarks-log.md.)
 constexpr size_t kSingleHostChunkBytes = size_t{512} << 10;
 constexpr size_t kMultiHostChunkBytes = size_t{64} << 20;
 
