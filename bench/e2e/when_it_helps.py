@@ -100,8 +100,8 @@ def main():
         print(f"  {v}: {', '.join(str(steps[s].get(v)) for s in seeds)}")
     print()
     print("| setting | variant | step, median of passes | step / DDP's | time to accuracy / DDP's "
-          "(median, range over seeds) |")
-    print("|---|---|---|---|---|")
+          "(median, range over seeds) | / dense's |")
+    print("|---|---|---|---|---|---|")
     curves = {"ddp": [], "topk": []}
     for setting in settings:
         ddp_step = statistics.median(times[setting]["ddp"]) if "ddp" in times[setting] else None
@@ -111,16 +111,20 @@ def main():
             step = statistics.median(times[setting][v])
             passes = times[setting][v]
             spread = (max(passes) - min(passes)) / step
-            ratios = []
+            ratios, to_dense = [], []
             for seed in seeds:
-                mine, ddp = (compose(steps, times, v, seed, setting),
-                             compose(steps, times, "ddp", seed, setting))
+                mine = compose(steps, times, v, seed, setting)
+                ddp = compose(steps, times, "ddp", seed, setting)
+                dense = compose(steps, times, "dense", seed, setting)
                 if mine and ddp:
                     ratios.append(mine / ddp)
+                if mine and dense:
+                    to_dense.append(mine / dense)
             step_ratio = f"{step / ddp_step:.3f}x" if ddp_step else "—"
             tta = fmt_range(ratios) if ratios else "—"
+            tta_dense = fmt_range(to_dense) if to_dense else "—"
             print(f"| {setting} | {LABELS[v]} | {step * 1000:.0f} ms ({100 * spread:.0f}% over "
-                  f"{len(passes)}) | {step_ratio} | {tta} |")
+                  f"{len(passes)}) | {step_ratio} | {tta} | {tta_dense} |")
         for base in curves:
             per_seed = []
             for seed in seeds:
