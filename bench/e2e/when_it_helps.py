@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """When compression pays, by link rate: time to accuracy composed from steps and step times.
 
-  when_it_helps.py --tta TTA_DIR --e2e E2E_DIR [--png PNG]
+  when_it_helps.py --tta TTA_DIR [--tta TTA_DIR ...] --e2e E2E_DIR [--png PNG]
 
 TTA_DIR/results.jsonl (scripts/bench-tta.sh) gives, per seed, the steps each variant took to the
 target (dense's last-epoch accuracy less 0.5 points: the `target` of the compressed runs of the
@@ -86,11 +86,11 @@ def crossover(rates, ratios):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tta", required=True)
+    p.add_argument("--tta", required=True, action="append", help="repeatable: seeds add up")
     p.add_argument("--e2e", required=True)
     p.add_argument("--png")
     args = p.parse_args()
-    steps = steps_to_target(load(f"{args.tta}/results.jsonl"))
+    steps = steps_to_target([r for d in args.tta for r in load(f"{d}/results.jsonl")])
     times = step_times(load(f"{args.e2e}/results.jsonl"))
     seeds = sorted(steps)
     settings = sorted(times, key=rate_mbit)
