@@ -1,5 +1,7 @@
 #include "runtime/compressor_config.h"
 
+#include "runtime/config_fields.h"
+
 namespace arcreduce {
 
 CompressorOptions compressor_options(const Config& config) {
@@ -12,8 +14,7 @@ CompressorOptions compressor_options(const Config& config) {
   o.arctopk.random_rows = config.random_rows;
   o.feedback.eta = config.ef_momentum;
   o.feedback.masking = config.ef_masking;
-  // Every value but "warm" starts cold, as the feedbacks decided when they read the string.
-  o.feedback.init = config.ef_init == "warm" ? FeedbackInit::kWarm : FeedbackInit::kZero;
+  o.feedback.init = ef_init_of(config);
   o.feedback.warmup_steps = config.warmup_steps;
   o.oktopk.tau = config.oktopk_tau;
   o.oktopk.tau_prime = config.oktopk_tau_prime;

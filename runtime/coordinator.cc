@@ -110,7 +110,9 @@ void Coordinator::loop() {
   Clock::time_point last_round = Clock::now();
   bool busy = false;
   tighten_timer_slack();
-  if (ctx_.config.wait_mode != "busy") request_short_slice(std::chrono::microseconds(100));
+  if (parse_wait_mode(ctx_.config.wait_mode) != WaitMode::kBusy) {
+    request_short_slice(std::chrono::microseconds(100));
+  }
   try {
     while (true) {
       // 1. Wait. A rank whose submissions wait for other ranks cycles at the cycle time; one with

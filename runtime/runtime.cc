@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compressors/registry.h"
@@ -131,7 +132,9 @@ std::string Runtime::check_allreduce(const std::string& name, const Tensor& tens
   if (c.ratio && !(*c.ratio > 0 && *c.ratio <= 1)) {
     return who + ": compression ratio " + std::to_string(*c.ratio) + " is not in (0, 1]";
   }
-  if (c.granularity && *c.granularity != "element" && *c.granularity != "row") {
+  const std::vector<std::string>& granularities = granularity_names();  // ARCREDUCE_GRANULARITY's
+  if (c.granularity && std::find(granularities.begin(), granularities.end(), *c.granularity) ==
+                           granularities.end()) {
     return who + ": unknown granularity '" + *c.granularity + "' (element or row)";
   }
   if (c.error_feedback) {

@@ -2,8 +2,9 @@
 """Checks that keep the user docs true: the README stays within README_MAX_LINES lines; the
 guides (README.md, docs/*.md) carry no dates, commit hashes or run numbers, keep prose lines short
 and stay within GUIDE_MAX_LINES lines; every
-ARCREDUCE_* variable (runtime/config_fields.h) has a row in docs/configuration.md whose default
-is the one runtime/include/arcreduce/config.h gives its field; and every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
+ARCREDUCE_* variable of the settings table (runtime/settings.inc) has a row in
+docs/configuration.md whose meaning is the row's doc and whose default is the initializer
+runtime/include/arcreduce/config.h gives the row's field; and every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
 anchor (GitHub's rule: lower case, punctuation but "-" and "_" dropped, spaces to hyphens) or an
 <a id="..."> of that name.
 
@@ -69,51 +70,130 @@ def cpp_default(value):
         return value
 
 
-def config_defaults(root):
-    """{ARCREDUCE_X: default text} of the fields of Config, matched by the variable named in the
-    field's comment (on its line, or opening the comment block above it)."""
-    fields, pending = {}, None
-    field = re.compile(r"^\s*[\w:<>]+\s+(\w+)(?:\s*=\s*([^;]+))?;(.*)$")
+def _code_without_comments(text):
+    """`text` (C++) with its // comments removed; string literals kept whole."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == '"':
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _call_arguments(code, open_paren):
+    """The arguments of the call whose "(" is at code[open_paren], split at its own commas."""
+    args, current, depth, i = [], [], 0, open_paren + 1
+    while True:
+        c = code[i]
+        if c == '"':
+            j = i + 1
+            while code[j] != '"':
+                j += 2 if code[j] == "\\" else 1
+            current.append(code[i:j + 1])
+            i = j + 1
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                args.append("".join(current).strip())
+                return args
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append("".join(current).strip())
+            current = []
+            i += 1
+            continue
+        current.append(c)
+        i += 1
+
+
+def _string(argument):
+    """The text of a (possibly concatenated) C++ string literal argument."""
+    pieces = re.findall(r'"((?:[^"\\]|\\.)*)"', argument)
+    return "".join(p.replace('\\"', '"').replace("\\\\", "\\") for p in pieces)
+
+
+def settings_rows(root):
+    """The rows of runtime/settings.inc, in order: dicts of the macro ("SETTING",
+    "PRESET_SETTING" or "ALIAS_SETTING"), id, name, field (the Config member it sets; an alias's
+    is its variable's, none for the preset) and doc."""
+    code = _code_without_comments((root / "runtime/settings.inc").read_text(encoding="utf-8"))
+    rows = []
+    for m in re.finditer(r"\bARCREDUCE_(SETTING|PRESET_SETTING|ALIAS_SETTING)\(", code):
+        args = _call_arguments(code, m.end() - 1)
+        row = {"macro": m.group(1), "id": args[0], "name": _string(args[1]),
+               "doc": _string(args[-1]), "field": None}
+        if m.group(1) == "SETTING":
+            row["field"] = args[2]
+        elif m.group(1) == "ALIAS_SETTING":
+            renamed = [r for r in rows if r["id"] == args[2]]
+            row["field"] = renamed[0]["field"] if renamed else None
+        rows.append(row)
+    return rows
+
+
+def config_field_defaults(root):
+    """{field: default text} of the members of Config (runtime/include/arcreduce/config.h), each
+    initializer as configuration.md shows it."""
+    fields = {}
+    field = re.compile(r"^\s*[\w:<>]+\s+(\w+)(?:\s*=\s*([^;]+))?;")
     for line in (root / "runtime/include/arcreduce/config.h").read_text().splitlines():
-        opening = re.match(r"^\s*//\s*(ARCREDUCE_[A-Z_]+)", line)
-        if opening:
-            pending = opening.group(1)
-            continue
         m = field.match(line)
-        if not m or "(" in m.group(1):
-            continue
-        named = re.search(r"//\s*(ARCREDUCE_[A-Z_]+)", m.group(3))
-        variable = named.group(1) if named else pending
-        if variable:
-            fields[variable] = cpp_default(m.group(2))
-        pending = None
+        if m:
+            fields[m.group(1)] = cpp_default(m.group(2))
     return fields
 
 
 def check_configuration(root):
-    """Problems of docs/configuration.md against the variables and their defaults."""
-    variables = re.findall(r'"(ARCREDUCE_[A-Z_]+)"',
-                           (root / "runtime/config_fields.h").read_text())
-    rows = {}
+    """Problems of docs/configuration.md against the settings table: a row per variable, its
+    meaning the table's doc, its default Config's initializer of the variable's field."""
+    docs = {}  # variable -> its first row's cells: variable, meaning, accepted, default
     for line in (root / "docs/configuration.md").read_text().splitlines():
-        m = re.match(r"^\| `(ARCREDUCE_[A-Z_]+)` \|.*\| ([^|]*) \|\s*$", line)
-        if m and m.group(1) not in rows:
-            rows[m.group(1)] = m.group(2).strip()
-    defaults = config_defaults(root)
+        m = re.match(r"^\| `(ARCREDUCE_[A-Z_]+)` \|", line)
+        if m and m.group(1) not in docs:
+            docs[m.group(1)] = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    rows = settings_rows(root)
+    defaults = config_field_defaults(root)
     problems = []
-    for variable in variables:
-        if variable not in rows:
+    if not rows:
+        problems.append("runtime/settings.inc: no rows found")
+    for row in rows:
+        variable = row["name"]
+        if variable not in docs:
             problems.append(f"docs/configuration.md: no row for {variable}")
             continue
-        if variable not in defaults:
-            continue  # not a field of Config (ARCREDUCE_PRESET)
-        shown = rows[variable].replace("`", "").split(" ")[0]
-        want = defaults[variable]
+        cells = docs[variable]
+        if cells[1] != row["doc"]:
+            problems.append(f"docs/configuration.md: {variable} means '{cells[1]}', "
+                            f"runtime/settings.inc: '{row['doc']}'")
+        if row["field"] is None:
+            continue  # ARCREDUCE_PRESET: no field of Config
+        if row["field"] not in defaults:
+            problems.append(f"runtime/settings.inc: {variable} sets Config::{row['field']}, "
+                            "which config.h does not declare")
+            continue
+        shown = cells[-1].replace("`", "").split(" ")[0]
+        want = defaults[row["field"]]
         same = (shown == want or (shown == "unset" and want == "")
                 or _numbers_equal(shown, want))
         if not same:
-            problems.append(f"docs/configuration.md: {variable} default '{rows[variable]}', "
+            problems.append(f"docs/configuration.md: {variable} default '{cells[-1]}', "
                             f"config.h: '{want}'")
+    known = {row["name"] for row in rows}
+    for variable in docs:
+        if variable not in known:
+            problems.append(f"docs/configuration.md: {variable} is not a setting of "
+                            "runtime/settings.inc")
     return problems
 
 

@@ -5,6 +5,8 @@
 
 #include "arcreduce/build_config.h"
 #include "arcreduce/config.h"
+#include "ops/allreduce_algorithm.h"
+#include "ops/mpi_wait.h"
 #include "runtime/config_agreement.h"
 #include "runtime/config_fields.h"
 #include "tests/runtime/loopback_harness.h"
@@ -281,6 +283,84 @@ TEST(Config, CudaTransportIsAgreedAsWhatItMeansInTheBuild) {
     EXPECT_EQ(kv.second, ARCREDUCE_NCCL ? "nccl" : "mpi");
   }
   EXPECT_TRUE(listed);
+}
+
+// Every row of the settings table (runtime/settings.inc), so that a new row is tested without a
+// test of its own: its default, written as the row writes values, reads back as the default.
+TEST(Settings, EveryRowReadsItsDefaultBack) {
+  const Config defaults;
+  for (const settings::Setting& s : settings::all()) {
+    EnvGuard env;
+    if (s.role == settings::Setting::kPreset) {
+      env.set(s.name, "default");
+      const Config c = Config::from_env();
+      for (const settings::Setting& field : settings::all()) {
+        if (field.role == settings::Setting::kField) {
+          EXPECT_EQ(field.text(c), field.text(defaults)) << s.name << " " << field.name;
+        }
+      }
+      continue;
+    }
+    const std::string text = s.text(defaults);
+    env.set(s.name, text);
+    const Config c = Config::from_env();
+    EXPECT_EQ(s.text(c), text) << s.name;
+    EXPECT_EQ(s.agreed(c), s.agreed(defaults)) << s.name;
+  }
+}
+
+// Every text a row refuses (beyond each bound, not a number, not one of its choices) fails
+// from_env() with a message naming the variable and quoting the text: the row's own variable,
+// or, for a former name's value out of range, the variable that replaces it.
+TEST(Settings, EveryRowRefusesWhatItDoesNotAccept) {
+  for (const settings::Setting& s : settings::all()) {
+    if (s.kind.type != settings::Kind::kPath) {
+      EXPECT_FALSE(s.invalid_texts().empty()) << s.name;
+    }
+    for (const std::string& bad : s.invalid_texts()) {
+      EnvGuard env;
+      env.set(s.name, bad);
+      try {
+        Config::from_env();
+        ADD_FAILURE() << "accepted " << s.name << "=" << bad;
+      } catch (const Error& e) {
+        const std::string quoted = "='" + bad + "' is invalid: expected ";
+        const std::string renamed = s.alias_of ? s.alias_of : s.name;
+        EXPECT_THAT(e.what(),
+                    ::testing::AnyOf(HasSubstr(s.name + quoted), HasSubstr(renamed + quoted)));
+      }
+    }
+  }
+}
+
+// The rows of the table are what the runtime's other readers expect: arcrun's flags are the
+// rows that name one, the ranks compare the kEveryRank rows, and the choice lists that arcrun
+// cannot take from ops/ (which needs MPI) are the names ops/ parses.
+TEST(Settings, TheTableIsWhatItsReadersUse) {
+  std::vector<std::string> every_rank;
+  for (const settings::Setting& s : settings::all()) {
+    if (s.role == settings::Setting::kField && s.agreement == settings::Agreement::kEveryRank) {
+      every_rank.push_back(s.name);
+    }
+  }
+  std::vector<std::string> compared;
+  for (const auto& kv : must_match_settings(Config())) compared.push_back(kv.first);
+  EXPECT_EQ(compared, every_rank);
+  EXPECT_EQ(config_variables().size(), settings::all().size());
+  EXPECT_EQ(settings::find(kEnvWaitMode)->choices(), wait_mode_names());
+  for (const std::string& name : settings::find(kEnvAllreduceAlgorithm)->choices()) {
+    EXPECT_EQ(allreduce_algorithm_name(parse_allreduce_algorithm(name)), name);
+  }
+  for (const auto& [name, init] : kEfInitValues) {
+    Config c;
+    c.ef_init = name;
+    EXPECT_EQ(ef_init_of(c), init) << name;
+  }
+  for (const auto& [name, transport] : kCudaTransportValues) {
+    Config c;
+    c.cuda_transport = name;
+    EXPECT_EQ(cuda_transport_of(c), transport) << name;
+  }
 }
 
 // Configuration errors reach every rank, whichever rank has them.

@@ -1,5 +1,7 @@
 // Runtime configuration. Config::from_env() reads and validates every ARCREDUCE_* variable;
 // a Config passed to init() wins over the environment (docs/configuration.md lists all knobs).
+// A field's initializer is its default; its variable, accepted values, arcrun flag and whether the
+// ranks must agree on it are declared once, in the settings table (runtime/settings.inc).
 #pragma once
 
 #include <cstdint>
