@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """When compression pays, by link rate: time to accuracy composed from steps and step times.
 
-  when_it_helps.py --tta TTA_DIR [--tta TTA_DIR ...] --e2e E2E_DIR [--png PNG]
+  when_it_helps.py --tta TTA_DIR [--tta ...] --e2e E2E_DIR [--e2e ...] [--png PNG]
 
 TTA_DIR/results.jsonl (scripts/bench-tta.sh) gives, per seed, the steps each variant took to the
 target (dense's last-epoch accuracy less 0.5 points: the `target` of the compressed runs of the
@@ -22,10 +22,11 @@ import statistics
 
 # e2e variant -> the tta variant whose steps it takes (None: dense's).
 STEPS_OF = {"dense": "dense", "ddp": "dense", "ddp-powersgd": None, "arctopk": "arctopk-default",
-            "topk": "topk", "paper": "paper"}
+            "topk": "topk", "paper": "paper", "randk": "randk", "oktopk": "oktopk"}
 LABELS = {"dense": "arcreduce dense", "ddp": "PyTorch DDP", "ddp-powersgd": "DDP + PowerSGD hook",
           "arctopk": "ARC-Top-K (defaults)", "topk": "All-Gather Top-K 1%",
-          "paper": "ARC-Top-K, paper preset"}
+          "paper": "ARC-Top-K, paper preset", "randk": "shared Rand-K 1% (ef14)",
+          "oktopk": "Ok-Topk 1%"}
 
 
 def load(path):
@@ -87,11 +88,11 @@ def crossover(rates, ratios):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tta", required=True, action="append", help="repeatable: seeds add up")
-    p.add_argument("--e2e", required=True)
+    p.add_argument("--e2e", required=True, action="append", help="repeatable: passes add up")
     p.add_argument("--png")
     args = p.parse_args()
     steps = steps_to_target([r for d in args.tta for r in load(f"{d}/results.jsonl")])
-    times = step_times(load(f"{args.e2e}/results.jsonl"))
+    times = step_times([r for d in args.e2e for r in load(f"{d}/results.jsonl")])
     seeds = sorted(steps)
     settings = sorted(times, key=rate_mbit)
     variants = [v for v in LABELS if any(v in times[s] for s in settings)]
