@@ -128,8 +128,10 @@ void Coordinator::loop() {
 
       // 2. Admit.
       const Clock::time_point now = Clock::now();
+      // Before the waited flag: an op submitted just before its wait goes out in this cycle.
+      std::vector<Request> taken = queue_.take_new_requests();
       const bool release = queue_.take_waited() || shutdown_requested_.load();
-      Admission::Admitted admitted = admission_.admit(queue_.take_new_requests(), now, release);
+      Admission::Admitted admitted = admission_.admit(std::move(taken), now, release);
       if (admitted.silent) queue_.set_silent(*admitted.silent);
       Admission::RoundInputs round;
       round.requests = !admitted.requests.empty();
