@@ -17,6 +17,10 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
       return "mpi";
     case AllreduceAlgorithm::kDoubling:
       return "doubling";
+    case AllreduceAlgorithm::kRabenseifner:
+      return "rabenseifner";
+    case AllreduceAlgorithm::kThresholds:
+      return "thresholds";
   }
   return "unknown";
 }
@@ -30,19 +34,23 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
   for (size_t i = begin; i < end; ++i) {
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(value[i])));
   }
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
-                               AllreduceAlgorithm::kMpi, AllreduceAlgorithm::kDoubling}) {
+  for (AllreduceAlgorithm a :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi,
+        AllreduceAlgorithm::kDoubling, AllreduceAlgorithm::kRabenseifner,
+        AllreduceAlgorithm::kThresholds}) {
     if (lower == allreduce_algorithm_name(a)) return a;
   }
   throw Error(variable + "='" + value +
                   "' is not a valid allreduce algorithm; accepted: auto, "
-                  "ring, mpi, doubling",
+                  "ring, mpi, doubling, rabenseifner, thresholds",
               StatusCode::kInvalidArgument);
 }
 
 AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                                int local_size, size_t ring_threshold_bytes) {
-  if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
+  if (algorithm != AllreduceAlgorithm::kAuto && algorithm != AllreduceAlgorithm::kThresholds) {
+    return algorithm;
+  }
   // On one host the MPI library's shared-memory allreduce is at least as good as ours, and its
   // waits poll no sockets. Across hosts its default choice for large messages is markedly slower
   // than the ring, and its non-blocking collectives make every wait for small ones poll in

@@ -7,9 +7,9 @@
 namespace arcreduce {
 
 enum class AllreduceAlgorithm {
-  // When the job spans several hosts: the ring for messages of at least the ring threshold
-  // (default 256 KiB; 1 MiB at two ranks), recursive doubling below it; on one host
-  // MPI_Allreduce. See docs/design/communicators.md for the measurements.
+  // When the job spans several hosts: the algorithm of least predicted time under the link
+  // measured at construction (ops/link_model.h), or kThresholds' choice where no measurement is
+  // there; on one host MPI_Allreduce. See docs/design/communicators.md.
   kAuto,
   // Our bandwidth-optimal segmented ring (reduce-scatter + all-gather) over MPI_Isend/Irecv.
   kRing,
@@ -18,21 +18,30 @@ enum class AllreduceAlgorithm {
   // Recursive doubling over MPI_Isend/Irecv (ops/doubling_allreduce.h): fewest rounds, each
   // moving the whole message; messages above the largest single MPI message take the ring.
   kDoubling,
+  // Reduce-scatter by recursive halving + all-gather by recursive doubling
+  // (ops/halving_allreduce.h): the ring's bytes in 2 log2 P rounds; messages above the largest
+  // single MPI message take the ring.
+  kRabenseifner,
+  // Across hosts, fixed byte thresholds: the ring for messages of at least the ring threshold
+  // (256 KiB; 1 MiB at two ranks), recursive doubling below it; on one host MPI_Allreduce (what
+  // kAuto did before it measured the link).
+  kThresholds,
 };
 
-// "auto", "ring", "mpi", "doubling".
+// "auto", "ring", "mpi", "doubling", "rabenseifner", "thresholds".
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
 
-// Parses "auto" | "ring" | "mpi" | "doubling" (case-insensitive, surrounding blanks ignored).
+// Parses one of those names (case-insensitive, surrounding blanks ignored).
 // Throws arcreduce::Error(kInvalidArgument) naming `variable`, the value and the accepted values.
 AllreduceAlgorithm parse_allreduce_algorithm(
     const std::string& value, const std::string& variable = "ARCREDUCE_ALLREDUCE_ALGORITHM");
 
-// The decision kAuto makes, exposed so it can be tested and logged. Every other algorithm returns
-// itself. `ring_threshold_bytes` applies from three ranks, where recursive doubling sends more
-// bytes than the ring (log2 P times the message against 2 (P - 1) / P times it); at two ranks
-// both send the message once, doubling in one round, and the ring takes over only from
-// kTwoRankRingThresholdBytes, where its segments pay.
+// The decision kThresholds makes (and kAuto's without a measured link), exposed so it can be
+// tested and logged; kAuto and kThresholds return one of ring, doubling and mpi, every other
+// algorithm returns itself. `ring_threshold_bytes` applies from three ranks, where recursive
+// doubling sends more bytes than the ring (log2 P times the message against 2 (P - 1) / P times
+// it); at two ranks both send the message once, doubling in one round, and the ring takes over only
+// from kTwoRankRingThresholdBytes, where its segments pay.
 AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                                int local_size, size_t ring_threshold_bytes);
 constexpr size_t kRingThresholdBytes = size_t{256} << 10;

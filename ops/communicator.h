@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,15 @@ struct TrafficCounters {
   // Communication calls completed (collectives, point-to-point sends/receives and waits): the
   // synchronous rounds a step pays, each waiting for its peers.
   uint64_t calls = 0;
+};
+
+// allreduce() calls by the algorithm that ran them (its name -> calls, payload bytes), and the
+// link the choice was predicted from (ops/link_model.h; zeros where none was measured).
+struct AllreduceUsage {
+  std::map<std::string, uint64_t> calls;
+  std::map<std::string, uint64_t> bytes;
+  double link_latency_seconds = 0;
+  double link_seconds_per_byte = 0;
 };
 
 // A non-blocking point-to-point transfer started by isend()/irecv(). Every active request must
@@ -126,6 +136,8 @@ class Communicator {
   }
 
   virtual TrafficCounters traffic() const = 0;
+  // Empty for communicators that do not choose among algorithms.
+  virtual AllreduceUsage allreduce_usage() const { return {}; }
 
   // True when allreduce() of `count` elements of `type` with kSum may be handed CUDA device
   // memory (a CUDA-aware MPI doing the whole reduction itself). Default: never, so device

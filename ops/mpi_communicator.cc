@@ -10,6 +10,8 @@
 
 #include "arcreduce/status.h"
 #include "ops/doubling_allreduce.h"
+#include "ops/halving_allreduce.h"
+#include "ops/link_probe.h"
 #include "ops/mpi_check.h"
 #include "ops/mpi_cuda_support.h"
 #include "ops/mpi_wait.h"
@@ -25,6 +27,8 @@ constexpr int kGathervTag = 2;
 constexpr int kAlltoallvTag = 3;
 constexpr int kLivenessTag = 4;
 constexpr int kDoublingTag = 5;
+constexpr int kLinkProbeTag = 6;
+constexpr int kRabenseifnerTag = 7;
 
 size_t sum(const std::vector<size_t>& values) {
   size_t total = 0;
@@ -63,12 +67,30 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     ARC_MPI_CHECK(MPI_Comm_free(&local));
     ARC_MPI_CHECK(rank_rc);
     ARC_MPI_CHECK(size_rc);
+    if (options_.hosts_apart) {
+      local_rank_ = 0;
+      local_size_ = 1;
+    }
     options_.ring_segment_bytes = ring_segment_bytes_for(options_.ring_segment_bytes, local_size_,
                                                          size_, options_.max_message_bytes);
     int* tag_ub = nullptr;
     int found = 0;
     ARC_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
     if (found && tag_ub != nullptr) tag_upper_bound_ = *tag_ub;
+    // Only kAuto across hosts predicts. Every rank knows whether the job spans hosts; whether
+    // all of them want a measurement is agreed first, so that ranks configured differently (an
+    // error the runtime reports after construction) never wait in the probe for each other.
+    int probe = options_.algorithm == AllreduceAlgorithm::kAuto && !options_.link.measured;
+    if (local_size_ < size_) {
+      ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &probe, 1, MPI_INT, MPI_MIN, comm_));
+    }
+    if (probe && local_size_ < size_) {
+      options_.link = probe_link(ring_comm_, kLinkProbeTag, options_.ring_segment_bytes,
+                                 point_to_point(options_.wait));
+      if (rank_ == 0) {
+        spdlog::debug("arcreduce: link between hosts: {}", describe_link(options_.link));
+      }
+    }
     cuda_aware_ = choose_device_transport(mpi_cuda_support_compiled(), mpi_cuda_support_runtime(),
                                           nullptr) == DeviceTransport::kCudaAwareMpi;
   } catch (...) {
@@ -125,9 +147,25 @@ TrafficCounters MpiCommunicator::traffic() const {
   return t;
 }
 
+AllreduceUsage MpiCommunicator::allreduce_usage() const {
+  AllreduceUsage usage;
+  for (size_t i = 0; i < kAlgorithms; ++i) {
+    const uint64_t calls = allreduce_calls_[i].load();
+    if (calls == 0) continue;
+    const char* name = allreduce_algorithm_name(static_cast<AllreduceAlgorithm>(i));
+    usage.calls[name] = calls;
+    usage.bytes[name] = allreduce_bytes_[i].load();
+  }
+  if (options_.link.measured) {
+    usage.link_latency_seconds = options_.link.latency_seconds;
+    usage.link_seconds_per_byte = options_.link.seconds_per_byte;
+  }
+  return usage;
+}
+
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
-  return resolve_allreduce_algorithm(options_.algorithm, bytes, size_, local_size_,
-                                     options_.ring_threshold_bytes);
+  return choose_allreduce_algorithm(options_.algorithm, bytes, size_, local_size_,
+                                    options_.ring_threshold_bytes, options_.link);
 }
 
 void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) {
@@ -135,8 +173,18 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   require_buffer(buf, count * element, "allreduce");
   if (size_ == 1 || count == 0) return;
   AllreduceAlgorithm algorithm = algorithm_for(count * element);
-  if (algorithm == AllreduceAlgorithm::kDoubling && count * element > options_.max_message_bytes) {
+  if ((algorithm == AllreduceAlgorithm::kDoubling ||
+       algorithm == AllreduceAlgorithm::kRabenseifner) &&
+      count * element > options_.max_message_bytes) {
     algorithm = AllreduceAlgorithm::kRing;  // one message would be too large
+  }
+  allreduce_calls_[static_cast<size_t>(algorithm)] += 1;
+  allreduce_bytes_[static_cast<size_t>(algorithm)] += count * element;
+  if (algorithm == AllreduceAlgorithm::kRabenseifner) {
+    record(halving_allreduce(ring_comm_, kRabenseifnerTag, buf, count, type, op,
+                             options_.ring_segment_bytes, &ring_scratch_,
+                             point_to_point(options_.wait)));
+    return;
   }
   if (algorithm == AllreduceAlgorithm::kDoubling) {
     record(doubling_allreduce(ring_comm_, kDoublingTag, buf, count, type, op, &ring_scratch_,

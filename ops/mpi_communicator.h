@@ -12,6 +12,7 @@
 
 #include "ops/mpi_include.h"
 
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstddef>
@@ -21,6 +22,7 @@
 
 #include "ops/allreduce_algorithm.h"
 #include "ops/communicator.h"
+#include "ops/link_model.h"
 #include "ops/mpi_reduce_ops.h"
 #include "ops/mpi_wait.h"
 
@@ -28,9 +30,12 @@ namespace arcreduce {
 
 struct MpiCommunicatorOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  // kAuto uses the ring for messages of at least this many bytes when the job spans hosts and
-  // has three ranks or more (resolve_allreduce_algorithm).
+  // kThresholds (and kAuto without a measured link) use the ring for messages of at least this
+  // many bytes when the job spans hosts and has three ranks or more (resolve_allreduce_algorithm).
   size_t ring_threshold_bytes = kRingThresholdBytes;
+  // kAuto across hosts: the link it predicts by (ops/link_model.h). Measured by construction
+  // (ops/link_probe.h) unless given here with measured = true (tests, a model chosen by hand).
+  LinkModel link;
   // Ring pipelining granularity (docs/design/communicators.md has the measurements behind it); 0
   // picks kSingleHostRingSegmentBytes on one host and kMultiHostRingSegmentBytes across hosts.
   size_t ring_segment_bytes = 0;
@@ -39,6 +44,9 @@ struct MpiCommunicatorOptions {
   size_t max_message_bytes = INT_MAX;
   // How every call waits for its MPI requests (ARCREDUCE_WAIT_MODE; ops/mpi_wait.h).
   WaitPolicy wait;
+  // Tests: every rank counts as a host of its own (local_size() 1), so that the choices made
+  // across hosts (the link probe, kAuto's model) run on one machine.
+  bool hosts_apart = false;
 };
 
 class MpiCommunicator : public Communicator {
@@ -78,6 +86,7 @@ class MpiCommunicator : public Communicator {
   bool find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) override;
 
   TrafficCounters traffic() const override;
+  AllreduceUsage allreduce_usage() const override;
   bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
 
   // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto).
@@ -122,6 +131,9 @@ class MpiCommunicator : public Communicator {
   std::map<uint64_t, Transfer> transfers_;  // by P2pRequest::id
   uint64_t next_request_ = 1;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, calls_{0};
+  // allreduce() calls and their payload bytes, by the algorithm that ran them (enum order).
+  static constexpr size_t kAlgorithms = static_cast<size_t>(AllreduceAlgorithm::kThresholds) + 1;
+  std::array<std::atomic<uint64_t>, kAlgorithms> allreduce_calls_{}, allreduce_bytes_{};
 };
 
 }  // namespace arcreduce

@@ -90,7 +90,8 @@ const std::vector<std::string>& wait_mode_choices() {
   return names;
 }
 const std::vector<std::string>& allreduce_algorithm_names() {
-  static const std::vector<std::string> names = {"auto", "ring", "mpi", "doubling"};
+  static const std::vector<std::string> names = {"auto",     "ring",         "mpi",
+                                                 "doubling", "rabenseifner", "thresholds"};
   return names;
 }
 

@@ -96,6 +96,11 @@ void Coordinator::publish() {
   stats_.bytes_received = t.bytes_received;
   stats_.collectives = t.calls;
   stats_.coordinator_cpu_seconds = thread_cpu_seconds();
+  const AllreduceUsage usage = ctx_.comm->allreduce_usage();
+  stats_.allreduce_calls = usage.calls;
+  stats_.allreduce_bytes = usage.bytes;
+  stats_.link_latency_us = usage.link_latency_seconds * 1e6;
+  stats_.link_mbit_per_s = usage.link_seconds_per_byte > 0 ? 8e-6 / usage.link_seconds_per_byte : 0;
   std::lock_guard<std::mutex> lock(stats_mutex_);
   published_ = stats_;
 }

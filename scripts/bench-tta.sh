@@ -35,7 +35,8 @@
 # TRAIN_SAMPLES (60000: the first N training examples), TEST_SAMPLES (10000: the first N test
 # examples are evaluated; the CNN's evaluation of all of them takes longer than its training
 # between two evaluations on 2 cores), DENSE_EPOCHS (3), MARGIN (0.5), LM_STEPS (600),
-# LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), CPUS (each simulated host's CPU budget in cores:
+# LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), LM_ARGS (more flags of the transformer, e.g. a smaller
+# model: "--width 128 --layers 2"), CPUS (each simulated host's CPU budget in cores:
 # "auto", the default, gives the hosts 0.9 of the machine's cores between them; 0: none, the hosts
 # share the cores, as the runs before budgets), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s; the
 # transformer: 3600 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
@@ -63,6 +64,7 @@ margin=${MARGIN:-0.5}
 lm_steps=${LM_STEPS:-600}
 lm_eval_every=${LM_EVAL_EVERY:-50}
 lm_margin=${LM_MARGIN:-0.01}
+read -r -a lm_args <<<"${LM_ARGS:-}"
 budget_factor=${BUDGET_FACTOR:-3}
 run_timeout=${RUN_TIMEOUT:-1800}
 python=${PYTHON:-/usr/bin/python3}
@@ -140,7 +142,7 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
   local -a program
   if [[ "$workload" == lm ]]; then
     program=("${command[@]}" --json --seed "$seed" --steps "$max_steps"
-      --eval-every "$lm_eval_every" --target-loss "$target" "${flags[@]}")
+      --eval-every "$lm_eval_every" --target-loss "$target" "${lm_args[@]}" "${flags[@]}")
   else
     program=("${command[@]}" --tta
       --seed "$seed" --max-steps "$max_steps" --eval-every "$eval_every"

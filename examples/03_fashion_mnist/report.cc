@@ -258,6 +258,15 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                  static_cast<double>(r.collectives) / steps,
                  static_cast<double>(r.negotiation_collectives) / steps,
                  r.coordinator_cpu_seconds / steps, static_cast<unsigned long long>(r.held_steps));
+    std::fprintf(out, "\"allreduce_calls_per_step\": {");
+    const char* separator = "";
+    for (const auto& [name, calls] : r.allreduce_calls) {
+      std::fprintf(out, "%s\"%s\": %.3f", separator, name.c_str(),
+                   static_cast<double>(calls) / steps);
+      separator = ", ";
+    }
+    std::fprintf(out, "}, \"link_latency_us\": %.1f, \"link_mbit_per_s\": %.2f, ",
+                 r.link_latency_us, r.link_mbit_per_s);
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
     // finished first start for the final collection of the times, so none are reported.

@@ -236,12 +236,14 @@ struct Counters {
   uint64_t bytes_sent, collectives, negotiation_collectives;
   double coordinator_cpu_seconds;
   uint64_t held_steps;
+  std::map<std::string, uint64_t> allreduce_calls;
+  double link_latency_us, link_mbit_per_s;
 };
 
 Counters read_counters() {
   const arcreduce::Stats s = arcreduce::stats();
-  return {s.bytes_sent, s.collectives, s.negotiation_collectives, s.coordinator_cpu_seconds,
-          s.held_steps};
+  return {s.bytes_sent, s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
+          s.held_steps, s.allreduce_calls, s.link_latency_us,         s.link_mbit_per_s};
 }
 
 }  // namespace
@@ -400,6 +402,14 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
     result.negotiation_collectives = after.negotiation_collectives - before.negotiation_collectives;
     result.coordinator_cpu_seconds = after.coordinator_cpu_seconds - before.coordinator_cpu_seconds;
     result.held_steps = after.held_steps - before.held_steps;
+    for (const auto& [name, calls] : after.allreduce_calls) {
+      const auto earlier = before.allreduce_calls.find(name);
+      const uint64_t delta =
+          calls - (earlier == before.allreduce_calls.end() ? 0 : earlier->second);
+      if (delta > 0) result.allreduce_calls[name] = delta;
+    }
+    result.link_latency_us = after.link_latency_us;
+    result.link_mbit_per_s = after.link_mbit_per_s;
   }
   return result;
 }

@@ -2,11 +2,23 @@
 add_executable(communicator_mpi_test ${CMAKE_CURRENT_LIST_DIR}/communicator_mpi_test.cc)
 target_link_libraries(communicator_mpi_test PRIVATE arcreduce_common arcreduce_ops GTest::gtest)
 foreach(np 1 2 3 4)
-  foreach(algorithm ring mpi doubling)
+  foreach(algorithm ring mpi doubling rabenseifner)
     arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_np${np} NP ${np}
       COMMAND communicator_mpi_test --algorithm=${algorithm} TIMEOUT 120)
   endforeach()
 endforeach()
+# Rabenseifner folding two and three pairs into the four that exchange.
+foreach(np 6 7)
+  arcreduce_add_mpi_test(NAME ops_communicator_rabenseifner_np${np} NP ${np}
+    COMMAND communicator_mpi_test --algorithm=rabenseifner TIMEOUT 180)
+endforeach()
+# Every rank a host of its own: the link probe, the model's choice, and its messages.
+foreach(np 2 3 4)
+  arcreduce_add_mpi_test(NAME ops_communicator_auto_hosts_apart_np${np} NP ${np}
+    COMMAND communicator_mpi_test --algorithm=auto --hosts-apart TIMEOUT 120)
+endforeach()
+arcreduce_add_mpi_test(NAME ops_communicator_thresholds_hosts_apart_np3 NP 3
+  COMMAND communicator_mpi_test --algorithm=thresholds --hosts-apart TIMEOUT 120)
 # Split paths (messages above max_message_bytes) and many ring segments, at odd and even sizes.
 foreach(np 3 4)
   arcreduce_add_mpi_test(NAME ops_communicator_ring_small_np${np} NP ${np}
@@ -15,6 +27,8 @@ endforeach()
 # Doubling's messages above the limit take the ring; those below it stay doubling.
 arcreduce_add_mpi_test(NAME ops_communicator_doubling_small_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=doubling --small-messages TIMEOUT 120)
+arcreduce_add_mpi_test(NAME ops_communicator_rabenseifner_small_np3 NP 3
+  COMMAND communicator_mpi_test --algorithm=rabenseifner --small-messages TIMEOUT 120)
 arcreduce_add_mpi_test(NAME ops_communicator_mpi_small_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=mpi --small-messages TIMEOUT 120)
 arcreduce_add_mpi_test(NAME ops_communicator_auto_np2 NP 2

@@ -20,8 +20,12 @@ TEST(AllreduceAlgorithmTest, ParsesAcceptedValues) {
   EXPECT_EQ(parse_allreduce_algorithm("ring"), AllreduceAlgorithm::kRing);
   EXPECT_EQ(parse_allreduce_algorithm(" MPI "), AllreduceAlgorithm::kMpi);
   EXPECT_EQ(parse_allreduce_algorithm("Doubling"), AllreduceAlgorithm::kDoubling);
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
-                               AllreduceAlgorithm::kMpi, AllreduceAlgorithm::kDoubling}) {
+  EXPECT_EQ(parse_allreduce_algorithm("Rabenseifner"), AllreduceAlgorithm::kRabenseifner);
+  EXPECT_EQ(parse_allreduce_algorithm("thresholds "), AllreduceAlgorithm::kThresholds);
+  for (AllreduceAlgorithm a :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi,
+        AllreduceAlgorithm::kDoubling, AllreduceAlgorithm::kRabenseifner,
+        AllreduceAlgorithm::kThresholds}) {
     EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(a)), a);
   }
 }
@@ -36,7 +40,9 @@ TEST(AllreduceAlgorithmTest, RejectsOtherValuesNamingVariableValueAndChoices) {
       const std::string message = e.what();
       EXPECT_NE(message.find("ARCREDUCE_ALLREDUCE_ALGORITHM"), std::string::npos) << message;
       EXPECT_NE(message.find(std::string("'") + bad + "'"), std::string::npos) << message;
-      EXPECT_NE(message.find("auto, ring, mpi, doubling"), std::string::npos) << message;
+      EXPECT_NE(message.find("auto, ring, mpi, doubling, rabenseifner, thresholds"),
+                std::string::npos)
+          << message;
     }
   }
   EXPECT_THROW(parse_allreduce_algorithm("x", "--allreduce"), Error);

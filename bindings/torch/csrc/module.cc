@@ -143,6 +143,13 @@ py::dict stats_dict(int process_set) {
     per_compressor[py::str(kv.first)] = c;
   }
   d["compressors"] = per_compressor;
+  py::dict calls, bytes;
+  for (const auto& kv : s.allreduce_calls) calls[py::str(kv.first)] = kv.second;
+  for (const auto& kv : s.allreduce_bytes) bytes[py::str(kv.first)] = kv.second;
+  d["allreduce_calls"] = calls;
+  d["allreduce_bytes"] = bytes;
+  d["link_latency_us"] = s.link_latency_us;
+  d["link_mbit_per_s"] = s.link_mbit_per_s;
   return d;
 }
 

@@ -37,6 +37,14 @@ struct Stats {
   double communication_seconds = 0;  // data collectives of the dense path
   double compression_seconds = 0;    // compressor pipelines, their collectives included
   std::map<std::string, CompressorStats> compressors;  // by compressor name
+  // Every All-Reduce this rank ran (data and negotiation), by the algorithm that ran it ("ring",
+  // "rabenseifner", "doubling", "mpi"; ARCREDUCE_ALLREDUCE_ALGORITHM), and its payload bytes.
+  std::map<std::string, uint64_t> allreduce_calls;
+  std::map<std::string, uint64_t> allreduce_bytes;
+  // The link the "auto" choice predicts by, measured at init where the job spans hosts (0
+  // elsewhere): one round's latency between neighbours and the slowest neighbour link's rate.
+  double link_latency_us = 0;
+  double link_mbit_per_s = 0;
 };
 
 }  // namespace arcreduce
