@@ -265,8 +265,11 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                    static_cast<double>(calls) / steps);
       separator = ", ";
     }
-    std::fprintf(out, "}, \"link_latency_us\": %.1f, \"link_mbit_per_s\": %.2f, ",
-                 r.link_latency_us, r.link_mbit_per_s);
+    std::fprintf(out,
+                 "}, \"allreduce_payload_bytes_per_step\": %.1f, \"link_latency_us\": %.1f, "
+                 "\"link_mbit_per_s\": %.2f, ",
+                 static_cast<double>(r.allreduce_bytes) / steps, r.link_latency_us,
+                 r.link_mbit_per_s);
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
     // finished first start for the final collection of the times, so none are reported.

@@ -237,13 +237,17 @@ struct Counters {
   double coordinator_cpu_seconds;
   uint64_t held_steps;
   std::map<std::string, uint64_t> allreduce_calls;
+  uint64_t allreduce_bytes;
   double link_latency_us, link_mbit_per_s;
 };
 
 Counters read_counters() {
   const arcreduce::Stats s = arcreduce::stats();
-  return {s.bytes_sent, s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
-          s.held_steps, s.allreduce_calls, s.link_latency_us,         s.link_mbit_per_s};
+  uint64_t allreduce_bytes = 0;
+  for (const auto& entry : s.allreduce_bytes) allreduce_bytes += entry.second;
+  return {s.bytes_sent,     s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
+          s.held_steps,     s.allreduce_calls, allreduce_bytes,           s.link_latency_us,
+          s.link_mbit_per_s};
 }
 
 }  // namespace
@@ -408,6 +412,7 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
           calls - (earlier == before.allreduce_calls.end() ? 0 : earlier->second);
       if (delta > 0) result.allreduce_calls[name] = delta;
     }
+    result.allreduce_bytes = after.allreduce_bytes - before.allreduce_bytes;
     result.link_latency_us = after.link_latency_us;
     result.link_mbit_per_s = after.link_mbit_per_s;
   }

@@ -95,6 +95,7 @@ struct StepBenchResult {
   // Rank 0's All-Reduce calls over the timed steps by the algorithm that ran them, and the link
   // the runtime measured at init (0 on one host).
   std::map<std::string, uint64_t> allreduce_calls;
+  uint64_t allreduce_bytes = 0;  // their payload, all algorithms together
   double link_latency_us = 0;
   double link_mbit_per_s = 0;
   int64_t parameters = 0;
