@@ -61,7 +61,7 @@ def main():
             print(f"| {v} | {per_seed} | {med if med else 'not all reached'} | "
                   f"{t:.3f} | {c:.0f} | {ddp} | {ag} |" if t and c else
                   f"| {v} | {per_seed} | {med if med else 'not all reached'} | "
-                  f"{t if t else '-'} | - | - | - |")
+                  f"{f'{t:.3f}' if t else '-'} | - | - | - |")
 
 
 if __name__ == "__main__":
