@@ -14,7 +14,7 @@ namespace arcreduce {
 std::vector<HalvingSegment> halving_segments(size_t count, int index, int p) {
   std::vector<HalvingSegment> kept;
   HalvingSegment segment{0, count};
-  for (int mask = p / 2; mask >= 1; mask /= 2) {
+  for (int mask = 1; mask < p; mask *= 2) {
     const size_t mid = segment.begin + (segment.end - segment.begin) / 2;
     if ((index & mask) == 0) {
       segment.end = mid;
@@ -104,9 +104,9 @@ TrafficCounters halving_allreduce(MPI_Comm comm, int tag, void* buf, size_t coun
   const std::vector<HalvingSegment> kept = halving_segments(count, index, p);
   HalvingSegment parent{0, count};
   for (size_t round = 0; round < kept.size(); ++round) {
-    const int peer = plan.peers[plan.peers.size() - 1 - round];
+    const int peer = plan.peers[round];
     const HalvingSegment mine = kept[round];
-    const HalvingSegment theirs = other_half(parent, mine, index, p >> (round + 1));
+    const HalvingSegment theirs = other_half(parent, mine, index, 1 << round);
     exchange(comm, tag, data + theirs.begin * element, (theirs.end - theirs.begin) * element,
              scratch->data(), (mine.end - mine.begin) * element, peer, piece, wait, &traffic,
              &requests);
@@ -115,10 +115,10 @@ TrafficCounters halving_allreduce(MPI_Comm comm, int tag, void* buf, size_t coun
   }
   // All-gather: unwind the rounds, handing the owned segment to the partner that gave it up.
   for (size_t round = kept.size(); round-- > 0;) {
-    const int peer = plan.peers[plan.peers.size() - 1 - round];
+    const int peer = plan.peers[round];
     const HalvingSegment mine = kept[round];
     const HalvingSegment whole = round == 0 ? HalvingSegment{0, count} : kept[round - 1];
-    const HalvingSegment theirs = other_half(whole, mine, index, p >> (round + 1));
+    const HalvingSegment theirs = other_half(whole, mine, index, 1 << round);
     exchange(comm, tag, data + mine.begin * element, (mine.end - mine.begin) * element,
              data + theirs.begin * element, (theirs.end - theirs.begin) * element, peer, piece,
              wait, &traffic, &requests);

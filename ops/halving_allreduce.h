@@ -8,6 +8,9 @@
 // Bit-identical on every rank: at each halving round a rank keeps one half of its segment and
 // reduces into it what its partner sends of that half (dst = dst op received), so every element is
 // reduced along one tree and its final value computed once, by its owner, then copied to all.
+// The rounds go by increasing distance (1, 2, 4, ...), as doubling_allreduce's do, so the tree is
+// doubling's: the two algorithms give the same bits, and choosing between them by a measured link
+// never changes a result (tested in communicator_mpi_test).
 #pragma once
 
 #include "ops/mpi_include.h"
@@ -33,8 +36,8 @@ TrafficCounters halving_allreduce(MPI_Comm comm, int tag, void* buf, size_t coun
                                   const WaitPolicy& wait = WaitPolicy());
 
 // The element ranges a rank holds after each halving round, for tests: entry k is the segment
-// kept in round k (rounds in the order they run, the largest distance first), for the rank at
-// `index` among `p` exchanging ranks (p a power of two).
+// kept in round k (partner at distance 2^k), for the rank at `index` among `p` exchanging ranks
+// (p a power of two).
 struct HalvingSegment {
   size_t begin = 0;
   size_t end = 0;

@@ -65,21 +65,18 @@ AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size
         requested == AllreduceAlgorithm::kAuto ? AllreduceAlgorithm::kThresholds : requested;
     return resolve_allreduce_algorithm(thresholds, bytes, size, local_size, ring_threshold_bytes);
   }
-  // The ring unless another is predicted at least kRingMargin faster: the lines are fitted at one
-  // bulk size, and beyond it the ring's pipelined segments gain on the others (at 8 hosts x
-  // 100 Mbit/s Rabenseifner's 7.4 MB took 1.6x the ring's time where the lines said 1.08x).
-  const double ring = predicted_allreduce_seconds(AllreduceAlgorithm::kRing, bytes, size, link);
-  AllreduceAlgorithm best = AllreduceAlgorithm::kRing;
-  double best_seconds = ring * (1 - kRingMargin);
-  for (AllreduceAlgorithm candidate :
-       {AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kDoubling}) {
-    const double seconds = predicted_allreduce_seconds(candidate, bytes, size, link);
-    if (seconds < best_seconds) {
-      best = candidate;
-      best_seconds = seconds;
-    }
-  }
-  return best;
+  // Whether the ring runs stays the thresholds' decision, a function of the message size alone:
+  // the ring sums in another order than the trees, and a choice that followed the measurement
+  // across that line would make the same job's results differ from run to run. Below it, the
+  // model picks between doubling and Rabenseifner, which give the same bits.
+  const AllreduceAlgorithm fixed = resolve_allreduce_algorithm(
+      AllreduceAlgorithm::kThresholds, bytes, size, local_size, ring_threshold_bytes);
+  if (fixed != AllreduceAlgorithm::kDoubling) return fixed;
+  const double doubling =
+      predicted_allreduce_seconds(AllreduceAlgorithm::kDoubling, bytes, size, link);
+  const double raben =
+      predicted_allreduce_seconds(AllreduceAlgorithm::kRabenseifner, bytes, size, link);
+  return doubling < raben ? AllreduceAlgorithm::kDoubling : AllreduceAlgorithm::kRabenseifner;
 }
 
 std::string describe_link(const LinkModel& link) {

@@ -54,12 +54,13 @@ struct LinkModel {
 double predicted_allreduce_seconds(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                    const LinkModel& link);
 
-// The algorithm `requested` resolves to for a message of `bytes`: kAuto across hosts with a
-// measured link takes the ring unless rabenseifner or doubling is predicted at least kRingMargin
-// faster, then the faster of those two (rabenseifner on a tie); kAuto without one, and kThresholds,
-// take resolve_allreduce_algorithm's; on one host (local_size >= size) both take MPI's; every
-// other algorithm is itself.
-constexpr double kRingMargin = 0.10;
+// The algorithm `requested` resolves to for a message of `bytes`. kAuto across hosts with a
+// measured link: the ring where the thresholds take it (a function of the size alone, so that a
+// job's results do not depend on what the probe measured: the ring sums in another order), and
+// below that whichever of doubling and Rabenseifner is predicted faster (ties to Rabenseifner,
+// which sends less); the two give the same bits (ops/halving_allreduce.h). kAuto without a
+// measured link, and kThresholds, take resolve_allreduce_algorithm's; on one host (local_size >=
+// size) both take MPI's; every other algorithm is itself.
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int size,
                                               int local_size, size_t ring_threshold_bytes,
                                               const LinkModel& link);

@@ -149,6 +149,26 @@ TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {
   }
 }
 
+// Doubling and Rabenseifner reduce along the same tree, so the link model may choose either
+// without changing a result: the same inexact inputs give the same bits by both.
+TEST(MpiAlgorithmsTest, DoublingAndRabenseifnerGiveTheSameBits) {
+  MpiCommunicatorOptions doubling_options = g_options, raben_options = g_options;
+  doubling_options.algorithm = AllreduceAlgorithm::kDoubling;
+  raben_options.algorithm = AllreduceAlgorithm::kRabenseifner;
+  MpiCommunicator doubling(MPI_COMM_WORLD, doubling_options);
+  MpiCommunicator raben(MPI_COMM_WORLD, raben_options);
+  for (ScalarType type :
+       {ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{1001}, size_t{30011}}) {
+      std::vector<char> a = testing::make_values(type, count, doubling.rank(), false, 5);
+      std::vector<char> b = a;
+      doubling.allreduce(a.data(), count, type, CollectiveOp::kSum);
+      raben.allreduce(b.data(), count, type, CollectiveOp::kSum);
+      EXPECT_EQ(a, b) << scalar_type_name(type) << " x " << count;
+    }
+  }
+}
+
 TEST_F(MpiCommunicatorTest, AllreduceInexactFloatsIsBitIdenticalAndClose) {
   for (ScalarType type : {ScalarType::kFloat32, ScalarType::kFloat16, ScalarType::kBFloat16}) {
     const size_t count = 30011;
