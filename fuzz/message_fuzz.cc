@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 
 #include "arcreduce/status.h"
@@ -61,15 +62,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     MessageTable table(3);
     const auto now = MessageTable::Clock::now();
     size_t i = 0;
+    std::set<std::string> added;
     for (const Request& request : list.requests) {
       check_signature(request.signature);
       check(request.age_seconds >= 0 && request.age_seconds <= 1e9,
             "an age outside [0, 1e9] s was accepted");
       std::vector<Response> responses;
       table.add(static_cast<int>(i++ % 3), request, now, &responses);
+      added.insert(request.name);
+      const bool join =
+          request.refusal.empty() && request.signature.collective == Collective::kJoin;
       for (const Response& response : responses) {
-        // A request queued behind a refusal completes with it, under the same name.
-        check(response.name == request.name, "a response for another tensor");
+        // A request queued behind a refusal completes with it, under the same name; a join
+        // also completes tensors the other ranks submitted earlier (the joined rank takes part
+        // with zeros), never one nobody submitted.
+        check(response.name == request.name || (join && added.count(response.name) > 0),
+              "a response for another tensor");
         check(response.code != StatusCode::kOk || response.error.empty(),
               "an accepted tensor carries an error");
         check(response.code == StatusCode::kOk || !response.error.empty(),
