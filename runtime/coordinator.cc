@@ -86,6 +86,14 @@ Stats Coordinator::stats() const {
   }
   s.ops_completed = queue_.completed_ok();
   s.ops_failed = queue_.completed_failed();
+  // Read here, not in publish(): building the maps on every bucket would cost the coordinator
+  // allocations per bucket for a figure only stats() reads. The communicator's counters are
+  // atomics and its link model is fixed at construction, so this thread may read them.
+  const AllreduceUsage usage = ctx_.comm->allreduce_usage();
+  s.allreduce_calls = usage.calls;
+  s.allreduce_bytes = usage.bytes;
+  s.link_latency_us = usage.link_latency_seconds * 1e6;
+  s.link_mbit_per_s = usage.link_seconds_per_byte > 0 ? 8e-6 / usage.link_seconds_per_byte : 0;
   return s;
 }
 
@@ -96,11 +104,6 @@ void Coordinator::publish() {
   stats_.bytes_received = t.bytes_received;
   stats_.collectives = t.calls;
   stats_.coordinator_cpu_seconds = thread_cpu_seconds();
-  const AllreduceUsage usage = ctx_.comm->allreduce_usage();
-  stats_.allreduce_calls = usage.calls;
-  stats_.allreduce_bytes = usage.bytes;
-  stats_.link_latency_us = usage.link_latency_seconds * 1e6;
-  stats_.link_mbit_per_s = usage.link_seconds_per_byte > 0 ? 8e-6 / usage.link_seconds_per_byte : 0;
   std::lock_guard<std::mutex> lock(stats_mutex_);
   published_ = stats_;
 }
