@@ -60,11 +60,18 @@ struct TrafficCounters {
   uint64_t calls = 0;
 };
 
-// allreduce() calls by the algorithm that ran them (its name -> calls, payload bytes), and the
-// link the choice was predicted from (ops/link_model.h; zeros where none was measured).
-struct AllreduceUsage {
+// What a communicator ran: allreduce() calls by the algorithm that ran them (its name -> calls,
+// payload bytes), the other collectives by kind, and the link the choice was predicted from
+// (ops/link_model.h; zeros where none was measured). A step's cost can be modelled from these
+// (bench/model): each kind's bytes and rounds follow from its calls and payload.
+struct CommunicationUsage {
   std::map<std::string, uint64_t> calls;
   std::map<std::string, uint64_t> bytes;
+  // By kind, the payload as each kind defines it: "allgather" this rank's block, "allgatherv"
+  // and "gatherv" the gathered total, "alltoallv" what this rank sends to the others,
+  // "broadcast" the message, "point_to_point" what this rank sends (send, sendrecv, isend).
+  std::map<std::string, uint64_t> collective_calls;
+  std::map<std::string, uint64_t> collective_bytes;
   double link_latency_seconds = 0;
   double link_seconds_per_byte = 0;
 };
@@ -137,7 +144,7 @@ class Communicator {
 
   virtual TrafficCounters traffic() const = 0;
   // Empty for communicators that do not choose among algorithms.
-  virtual AllreduceUsage allreduce_usage() const { return {}; }
+  virtual CommunicationUsage communication_usage() const { return {}; }
 
   // True when allreduce() of `count` elements of `type` with kSum may be handed CUDA device
   // memory (a CUDA-aware MPI doing the whole reduction itself). Default: never, so device

@@ -147,8 +147,8 @@ TrafficCounters MpiCommunicator::traffic() const {
   return t;
 }
 
-AllreduceUsage MpiCommunicator::allreduce_usage() const {
-  AllreduceUsage usage;
+CommunicationUsage MpiCommunicator::communication_usage() const {
+  CommunicationUsage usage;
   for (size_t i = 0; i < kAlgorithms; ++i) {
     const uint64_t calls = allreduce_calls_[i].load();
     if (calls == 0) continue;
@@ -156,11 +156,24 @@ AllreduceUsage MpiCommunicator::allreduce_usage() const {
     usage.calls[name] = calls;
     usage.bytes[name] = allreduce_bytes_[i].load();
   }
+  static const char* const kKindNames[kKinds] = {"allgather", "allgatherv", "alltoallv",
+                                                 "broadcast", "gatherv",    "point_to_point"};
+  for (size_t i = 0; i < kKinds; ++i) {
+    const uint64_t calls = kind_calls_[i].load();
+    if (calls == 0) continue;
+    usage.collective_calls[kKindNames[i]] = calls;
+    usage.collective_bytes[kKindNames[i]] = kind_bytes_[i].load();
+  }
   if (options_.link.measured) {
     usage.link_latency_seconds = options_.link.latency_seconds;
     usage.link_seconds_per_byte = options_.link.seconds_per_byte;
   }
   return usage;
+}
+
+void MpiCommunicator::count(Kind kind, size_t bytes) {
+  kind_calls_[kind] += 1;
+  kind_bytes_[kind] += bytes;
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
@@ -219,6 +232,7 @@ void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {
   if (bytes > options_.max_message_bytes) {
     return allgatherv(send, recv, std::vector<size_t>(size_, bytes));
   }
+  count(kAllgather, bytes);
   if (bytes > 0) {
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
@@ -237,6 +251,7 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
   const size_t total = sum(recv_bytes);
   require_buffer(send, recv_bytes[rank_], "allgatherv");
   require_buffer(recv, total, "allgatherv");
+  count(kAllgatherv, total);
   if (total == 0) return;
   // Displacements are ints too, so MPI_Allgatherv needs the whole result to fit.
   if (total > options_.max_message_bytes) {
@@ -291,6 +306,7 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
   wait_request(&request, MPI_STATUS_IGNORE, options_.wait, sizeof(uint64_t) * size_);
   std::vector<size_t> block_bytes(sizes.begin(), sizes.end());
   const size_t total = sum(block_bytes);
+  count(kGatherv, total);
   if (rank_ == root) {
     blocks->assign(size_, std::string());
     for (int r = 0; r < size_; ++r) (*blocks)[r].resize(block_bytes[r]);
@@ -331,6 +347,7 @@ void MpiCommunicator::gatherv(const std::string& send, std::vector<std::string>*
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
   check_rank(root, "broadcast");
   require_buffer(buf, bytes, "broadcast");
+  count(kBroadcast, bytes);
   char* data = static_cast<char*>(buf);
   for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
     const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
@@ -374,6 +391,7 @@ void MpiCommunicator::alltoallv(const void* send, const std::vector<size_t>& sen
                 std::to_string(send_bytes[rank_]) + " bytes to itself but expects " +
                 std::to_string(recv_bytes[rank_]));
   }
+  count(kAlltoallv, sum(send_bytes) - send_bytes[rank_]);
   Pending pending;
   for (int s = 1; s < size_; ++s) {
     const int src = (rank_ - s + size_) % size_;
@@ -442,6 +460,7 @@ void MpiCommunicator::send(const void* buf, size_t bytes, int dst, int tag) {
   check_rank(dst, "send");
   check_tag(tag);
   require_buffer(buf, bytes, "send");
+  count(kPointToPoint, bytes);
   Pending pending;
   post_send(buf, bytes, dst, tag, comm_, &pending);
   wait_all(&pending);
@@ -465,6 +484,7 @@ void MpiCommunicator::sendrecv(const void* send_buf, size_t send_bytes, int dst,
   check_tag(tag);
   require_buffer(send_buf, send_bytes, "sendrecv");
   require_buffer(recv_buf, recv_bytes, "sendrecv");
+  count(kPointToPoint, send_bytes);
   Pending pending;
   post_recv(recv_buf, recv_bytes, src, tag, comm_, &pending);
   post_send(send_buf, send_bytes, dst, tag, comm_, &pending);
@@ -482,6 +502,7 @@ P2pRequest MpiCommunicator::isend(const void* buf, size_t bytes, int dst, int ta
   check_rank(dst, "isend");
   check_tag(tag);
   require_buffer(buf, bytes, "isend");
+  count(kPointToPoint, bytes);
   Transfer transfer;
   transfer.bytes = bytes;
   transfer.send = true;

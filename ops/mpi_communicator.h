@@ -86,7 +86,7 @@ class MpiCommunicator : public Communicator {
   bool find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) override;
 
   TrafficCounters traffic() const override;
-  AllreduceUsage allreduce_usage() const override;
+  CommunicationUsage communication_usage() const override;
   bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
 
   // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto).
@@ -134,6 +134,11 @@ class MpiCommunicator : public Communicator {
   // allreduce() calls and their payload bytes, by the algorithm that ran them (enum order).
   static constexpr size_t kAlgorithms = static_cast<size_t>(AllreduceAlgorithm::kThresholds) + 1;
   std::array<std::atomic<uint64_t>, kAlgorithms> allreduce_calls_{}, allreduce_bytes_{};
+  // The other collectives' calls and payload bytes (CommunicationUsage), by kind.
+  enum Kind : size_t { kAllgather, kAllgatherv, kAlltoallv, kBroadcast, kGatherv, kPointToPoint };
+  static constexpr size_t kKinds = kPointToPoint + 1;
+  void count(Kind kind, size_t bytes);
+  std::array<std::atomic<uint64_t>, kKinds> kind_calls_{}, kind_bytes_{};
 };
 
 }  // namespace arcreduce

@@ -89,9 +89,11 @@ Stats Coordinator::stats() const {
   // Read here, not in publish(): building the maps on every bucket would cost the coordinator
   // allocations per bucket for a figure only stats() reads. The communicator's counters are
   // atomics and its link model is fixed at construction, so this thread may read them.
-  const AllreduceUsage usage = ctx_.comm->allreduce_usage();
+  const CommunicationUsage usage = ctx_.comm->communication_usage();
   s.allreduce_calls = usage.calls;
   s.allreduce_bytes = usage.bytes;
+  s.collective_calls = usage.collective_calls;
+  s.collective_bytes = usage.collective_bytes;
   s.link_latency_us = usage.link_latency_seconds * 1e6;
   s.link_mbit_per_s = usage.link_seconds_per_byte > 0 ? 8e-6 / usage.link_seconds_per_byte : 0;
   return s;

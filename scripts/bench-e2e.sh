@@ -19,7 +19,7 @@
 #
 # Environment: HOSTS ("1 2 4"), RATES ("100mbit 1gbit"), WORKLOADS ("cpp-mlp torch-mlp"),
 # VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"; also paper, topk, and for the C++
-# example randk and oktopk, as bench-tta.sh's), STEPS (40 timed
+# example randk, oktopk and powersgd, as bench-tta.sh's), STEPS (40 timed
 # steps at most), CPUS (each simulated host's CPU budget in cores; "auto", the default, gives the
 # hosts 0.9 of the machine's cores between them, e.g. 0.22 each for 8 hosts on 2 cores; 0: no
 # budget, the hosts share the cores), CPU_PERIOD (the budget's CFS period in us; empty:
@@ -103,7 +103,7 @@ run_one() {  # workload variant -- launch words...
   local bench_flags=(--steps "$steps" --warmup "$warm" --budget "$budget")
   case "$workload:$variant" in
     cpp-mlp:floor | cpp-mlp:dense | cpp-mlp:arctopk | cpp-mlp:topk | cpp-mlp:paper | cpp-mlp:randk \
-    | cpp-mlp:oktopk)
+    | cpp-mlp:oktopk | cpp-mlp:powersgd)
       program=("$build_dir/examples/03_fashion_mnist/train_fashion_mnist" --step-bench "$steps"
                --step-bench-warmup "$warm" --step-bench-budget "$budget" --data-dir "$data_dir"
                --train-samples 16384 --test-samples 1)
@@ -114,6 +114,7 @@ run_one() {  # workload variant -- launch words...
         topk) program+=(--compressor topk --compress-ratio 0.01) ;;
         randk) program+=(--compressor randk --error-feedback ef14) ;;
         oktopk) program+=(--compressor oktopk) ;;
+        powersgd) program+=(--compressor powersgd) ;;
         paper) ;;  # the preset's compressor and ratio (the example reads the environment)
       esac
       ;;
@@ -139,6 +140,7 @@ run_one() {  # workload variant -- launch words...
     # compose: shared Rand-K with ef14, Ok-Topk with its own residual, both at the default ratio.
     randk) runtime=(--compressor randk --error-feedback ef14) ;;
     oktopk) runtime=(--compressor oktopk) ;;
+    powersgd) runtime=(--compressor powersgd) ;;
     # The step of the paper's configuration once compressing: its 1000 dense warm-up steps are
     # dense's step, and --step-bench times tens of steps.
     paper) runtime=(--preset paper --warmup-steps 0) ;;

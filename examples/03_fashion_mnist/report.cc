@@ -229,6 +229,19 @@ std::string write_plot(const std::vector<RunResult>& runs, const std::string& ti
   return "";
 }
 
+// "key": {"name": value / steps, ...},
+static void print_per_step(const char* key, const std::map<std::string, uint64_t>& values,
+                           double steps, std::FILE* out) {
+  std::fprintf(out, "\"%s\": {", key);
+  const char* separator = "";
+  for (const auto& [name, value] : values) {
+    std::fprintf(out, "%s\"%s\": %.3f", separator, name.c_str(),
+                 static_cast<double>(value) / steps);
+    separator = ", ";
+  }
+  std::fprintf(out, "}, ");
+}
+
 void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, bool communicate,
                            std::FILE* out) {
   std::vector<double> sorted = r.step_seconds;
@@ -258,17 +271,16 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                  static_cast<double>(r.collectives) / steps,
                  static_cast<double>(r.negotiation_collectives) / steps,
                  r.coordinator_cpu_seconds / steps, static_cast<unsigned long long>(r.held_steps));
-    std::fprintf(out, "\"allreduce_calls_per_step\": {");
-    const char* separator = "";
-    for (const auto& [name, calls] : r.allreduce_calls) {
-      std::fprintf(out, "%s\"%s\": %.3f", separator, name.c_str(),
-                   static_cast<double>(calls) / steps);
-      separator = ", ";
-    }
+    uint64_t allreduce_bytes = 0;
+    for (const auto& entry : r.allreduce_bytes) allreduce_bytes += entry.second;
+    print_per_step("allreduce_calls_per_step", r.allreduce_calls, steps, out);
+    print_per_step("allreduce_bytes_per_step", r.allreduce_bytes, steps, out);
+    print_per_step("collective_calls_per_step", r.collective_calls, steps, out);
+    print_per_step("collective_bytes_per_step", r.collective_bytes, steps, out);
     std::fprintf(out,
-                 "}, \"allreduce_payload_bytes_per_step\": %.1f, \"link_latency_us\": %.1f, "
+                 "\"allreduce_payload_bytes_per_step\": %.1f, \"link_latency_us\": %.1f, "
                  "\"link_mbit_per_s\": %.2f, ",
-                 static_cast<double>(r.allreduce_bytes) / steps, r.link_latency_us,
+                 static_cast<double>(allreduce_bytes) / steps, r.link_latency_us,
                  r.link_mbit_per_s);
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which

@@ -236,18 +236,29 @@ struct Counters {
   uint64_t bytes_sent, collectives, negotiation_collectives;
   double coordinator_cpu_seconds;
   uint64_t held_steps;
-  std::map<std::string, uint64_t> allreduce_calls;
-  uint64_t allreduce_bytes;
+  std::map<std::string, uint64_t> allreduce_calls, allreduce_bytes;
+  std::map<std::string, uint64_t> collective_calls, collective_bytes;
   double link_latency_us, link_mbit_per_s;
 };
 
 Counters read_counters() {
   const arcreduce::Stats s = arcreduce::stats();
-  uint64_t allreduce_bytes = 0;
-  for (const auto& entry : s.allreduce_bytes) allreduce_bytes += entry.second;
-  return {s.bytes_sent,     s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
-          s.held_steps,     s.allreduce_calls, allreduce_bytes,           s.link_latency_us,
-          s.link_mbit_per_s};
+  return {
+      s.bytes_sent,       s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
+      s.held_steps,       s.allreduce_calls, s.allreduce_bytes,         s.collective_calls,
+      s.collective_bytes, s.link_latency_us, s.link_mbit_per_s};
+}
+
+// after - before, entry by entry; entries that did not grow are left out.
+std::map<std::string, uint64_t> grown(const std::map<std::string, uint64_t>& after,
+                                      const std::map<std::string, uint64_t>& before) {
+  std::map<std::string, uint64_t> delta;
+  for (const auto& [name, value] : after) {
+    const auto earlier = before.find(name);
+    const uint64_t d = value - (earlier == before.end() ? 0 : earlier->second);
+    if (d > 0) delta[name] = d;
+  }
+  return delta;
 }
 
 }  // namespace
@@ -406,13 +417,10 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
     result.negotiation_collectives = after.negotiation_collectives - before.negotiation_collectives;
     result.coordinator_cpu_seconds = after.coordinator_cpu_seconds - before.coordinator_cpu_seconds;
     result.held_steps = after.held_steps - before.held_steps;
-    for (const auto& [name, calls] : after.allreduce_calls) {
-      const auto earlier = before.allreduce_calls.find(name);
-      const uint64_t delta =
-          calls - (earlier == before.allreduce_calls.end() ? 0 : earlier->second);
-      if (delta > 0) result.allreduce_calls[name] = delta;
-    }
-    result.allreduce_bytes = after.allreduce_bytes - before.allreduce_bytes;
+    result.allreduce_calls = grown(after.allreduce_calls, before.allreduce_calls);
+    result.allreduce_bytes = grown(after.allreduce_bytes, before.allreduce_bytes);
+    result.collective_calls = grown(after.collective_calls, before.collective_calls);
+    result.collective_bytes = grown(after.collective_bytes, before.collective_bytes);
     result.link_latency_us = after.link_latency_us;
     result.link_mbit_per_s = after.link_mbit_per_s;
   }

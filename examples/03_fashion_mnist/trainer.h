@@ -92,10 +92,11 @@ struct StepBenchResult {
   uint64_t negotiation_collectives = 0;
   double coordinator_cpu_seconds = 0;
   uint64_t held_steps = 0;  // steps whose compressed tensors rank 0 held to one cycle
-  // Rank 0's All-Reduce calls over the timed steps by the algorithm that ran them, and the link
-  // the runtime measured at init (0 on one host).
-  std::map<std::string, uint64_t> allreduce_calls;
-  uint64_t allreduce_bytes = 0;  // their payload, all algorithms together
+  // Rank 0's All-Reduce calls and payload bytes over the timed steps by the algorithm that ran
+  // them, its other collectives' by kind (arcreduce::Stats), and the link the runtime measured
+  // at init (0 on one host).
+  std::map<std::string, uint64_t> allreduce_calls, allreduce_bytes;
+  std::map<std::string, uint64_t> collective_calls, collective_bytes;
   double link_latency_us = 0;
   double link_mbit_per_s = 0;
   int64_t parameters = 0;

@@ -78,7 +78,7 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
   if (g_options.algorithm == AllreduceAlgorithm::kAuto && g_options.hosts_apart) {
     // Across hosts: the probe measured a link, every rank the same one, and the choice is the
     // model's for every size.
-    const AllreduceUsage usage = comm_->allreduce_usage();
+    const CommunicationUsage usage = comm_->communication_usage();
     if (world_size > 1) {
       EXPECT_GT(usage.link_latency_seconds, 0);
       EXPECT_GT(usage.link_seconds_per_byte, 0);
@@ -101,7 +101,7 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
     EXPECT_EQ(comm_->algorithm_for(1),
               resolve_allreduce_algorithm(AllreduceAlgorithm::kThresholds, 1, world_size,
                                           comm_->local_size(), kRingThresholdBytes));
-    EXPECT_EQ(comm_->allreduce_usage().link_seconds_per_byte, 0);  // nothing measured
+    EXPECT_EQ(comm_->communication_usage().link_seconds_per_byte, 0);  // nothing measured
   } else {
     EXPECT_EQ(comm_->algorithm_for(1), g_options.algorithm);
   }
@@ -267,6 +267,49 @@ TEST_F(MpiCommunicatorTest, Alltoallv) {
   }
 }
 
+// Every collective other than allreduce() is counted by kind with the payload its kind defines
+// (CommunicationUsage), so that a step's cost can be modelled from the counts.
+TEST_F(MpiCommunicatorTest, CountsEveryOtherCollectiveByKind) {
+  const CommunicationUsage before = comm_->communication_usage();
+  const int right = (rank() + 1) % size(), left = (rank() - 1 + size()) % size();
+  std::vector<char> block(7, 'a'), gathered(7 * size());
+  comm_->allgather(block.data(), block.size(), gathered.data());
+  std::vector<size_t> sizes(size());
+  for (int r = 0; r < size(); ++r) sizes[r] = static_cast<size_t>(r + 1);
+  const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+  std::vector<char> mine(sizes[rank()], 'b'), all(total);
+  comm_->allgatherv(mine.data(), all.data(), sizes);
+  std::vector<size_t> to(size(), 3);  // 3 bytes to every rank, itself included
+  std::vector<char> out(3 * size(), 'c'), in(3 * size());
+  comm_->alltoallv(out.data(), to, in.data(), to);
+  std::vector<char> message(11, 'd');
+  comm_->broadcast(message.data(), message.size(), 0);
+  std::vector<std::string> blocks;
+  comm_->gatherv(std::string(sizes[rank()], 'e'), rank() == 0 ? &blocks : nullptr, 0);
+  std::vector<char> ring_in(5);
+  comm_->sendrecv(message.data(), 5, right, ring_in.data(), 5, left, 9);
+  P2pRequest receive = comm_->irecv(ring_in.data(), 4, left, 10);
+  P2pRequest send = comm_->isend(message.data(), 4, right, 10);
+  comm_->wait(&send);
+  comm_->wait(&receive);
+  const CommunicationUsage after = comm_->communication_usage();
+  const auto grew = [&](const std::map<std::string, uint64_t>& a,
+                        const std::map<std::string, uint64_t>& b, const std::string& kind) {
+    const auto was = b.find(kind);
+    const auto is = a.find(kind);
+    return (is == a.end() ? 0 : is->second) - (was == b.end() ? 0 : was->second);
+  };
+  const uint64_t p = static_cast<uint64_t>(size());
+  const std::map<std::string, std::pair<uint64_t, uint64_t>> expected = {
+      {"allgather", {1, 7}},  {"allgatherv", {1, total}}, {"alltoallv", {1, 3 * (p - 1)}},
+      {"broadcast", {1, 11}}, {"gatherv", {1, total}},    {"point_to_point", {2, 9}}};
+  for (const auto& [kind, want] : expected) {
+    EXPECT_EQ(grew(after.collective_calls, before.collective_calls, kind), want.first) << kind;
+    EXPECT_EQ(grew(after.collective_bytes, before.collective_bytes, kind), want.second) << kind;
+  }
+  EXPECT_EQ(after.collective_calls.size(), expected.size());
+}
+
 TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   const int right = (rank() + 1) % size(), left = (rank() - 1 + size()) % size();
   const TrafficCounters before = comm_->traffic();
@@ -325,7 +368,7 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   const AllreduceAlgorithm ran =
       by_whole_messages && !whole_messages ? AllreduceAlgorithm::kRing : algorithm;
   if (size() > 1) {
-    EXPECT_EQ(comm_->allreduce_usage().calls.count(allreduce_algorithm_name(ran)), 1u)
+    EXPECT_EQ(comm_->communication_usage().calls.count(allreduce_algorithm_name(ran)), 1u)
         << allreduce_algorithm_name(ran);
   }
   EXPECT_EQ(total[0], p2p + allreduce);

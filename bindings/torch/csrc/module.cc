@@ -148,6 +148,11 @@ py::dict stats_dict(int process_set) {
   for (const auto& kv : s.allreduce_bytes) bytes[py::str(kv.first)] = kv.second;
   d["allreduce_calls"] = calls;
   d["allreduce_bytes"] = bytes;
+  py::dict collective_calls, collective_bytes;
+  for (const auto& kv : s.collective_calls) collective_calls[py::str(kv.first)] = kv.second;
+  for (const auto& kv : s.collective_bytes) collective_bytes[py::str(kv.first)] = kv.second;
+  d["collective_calls"] = collective_calls;
+  d["collective_bytes"] = collective_bytes;
   d["link_latency_us"] = s.link_latency_us;
   d["link_mbit_per_s"] = s.link_mbit_per_s;
   return d;

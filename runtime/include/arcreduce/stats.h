@@ -41,6 +41,11 @@ struct Stats {
   // "rabenseifner", "doubling", "mpi"; ARCREDUCE_ALLREDUCE_ALGORITHM), and its payload bytes.
   std::map<std::string, uint64_t> allreduce_calls;
   std::map<std::string, uint64_t> allreduce_bytes;
+  // The other collectives this rank ran, by kind ("allgather", "allgatherv", "alltoallv",
+  // "broadcast", "gatherv", "point_to_point"), and their payload bytes: a block for allgather,
+  // the gathered total for allgatherv and gatherv, what this rank sends for the others.
+  std::map<std::string, uint64_t> collective_calls;
+  std::map<std::string, uint64_t> collective_bytes;
   // The link the "auto" choice predicts by, measured at init where the job spans hosts (0
   // elsewhere): one round's latency between neighbours and the slowest neighbour link's rate.
   double link_latency_us = 0;
