@@ -25,8 +25,9 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
   return "unknown";
 }
 
-AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
-                                             const std::string& variable) {
+namespace {
+
+std::string trimmed_lower(const std::string& value) {
   size_t begin = 0, end = value.size();
   while (begin < end && std::isspace(static_cast<unsigned char>(value[begin]))) ++begin;
   while (end > begin && std::isspace(static_cast<unsigned char>(value[end - 1]))) --end;
@@ -34,6 +35,14 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
   for (size_t i = begin; i < end; ++i) {
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(value[i])));
   }
+  return lower;
+}
+
+}  // namespace
+
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
+                                             const std::string& variable) {
+  const std::string lower = trimmed_lower(value);
   for (AllreduceAlgorithm a :
        {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kMpi,
         AllreduceAlgorithm::kDoubling, AllreduceAlgorithm::kRabenseifner,
@@ -43,6 +52,27 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& value,
   throw Error(variable + "='" + value +
                   "' is not a valid allreduce algorithm; accepted: auto, "
                   "ring, mpi, doubling, rabenseifner, thresholds",
+              StatusCode::kInvalidArgument);
+}
+
+const char* hierarchy_name(Hierarchy hierarchy) {
+  switch (hierarchy) {
+    case Hierarchy::kAuto:
+      return "auto";
+    case Hierarchy::kOff:
+      return "0";
+    case Hierarchy::kOn:
+      return "1";
+  }
+  return "unknown";
+}
+
+Hierarchy parse_hierarchy(const std::string& value, const std::string& variable) {
+  const std::string lower = trimmed_lower(value);
+  if (lower == "auto") return Hierarchy::kAuto;
+  if (lower == "0" || lower == "off" || lower == "false") return Hierarchy::kOff;
+  if (lower == "1" || lower == "on" || lower == "true") return Hierarchy::kOn;
+  throw Error(variable + "='" + value + "' is not valid; accepted: auto, 0, 1",
               StatusCode::kInvalidArgument);
 }
 

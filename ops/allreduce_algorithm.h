@@ -47,6 +47,22 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
 constexpr size_t kRingThresholdBytes = size_t{256} << 10;
 constexpr size_t kTwoRankRingThresholdBytes = size_t{1} << 20;
 
+// Whether allreduce() reduces within each host first (ARCREDUCE_HIERARCHICAL): the host's ranks
+// sum into its first rank over shared memory, the hosts' first ranks reduce across hosts, and each
+// hands the result back to its host's ranks, so that a host's link carries one rank's traffic.
+enum class Hierarchy {
+  kAuto,  // on where a host runs several ranks of a job that spans hosts (the default)
+  kOff,   // every rank takes part in the exchange across hosts (flat)
+  kOn,    // as kAuto: there is nothing to do on one host or with one rank per host
+};
+
+// "auto", "0", "1".
+const char* hierarchy_name(Hierarchy hierarchy);
+// Parses "auto", "0"/"off"/"false" or "1"/"on"/"true" (case-insensitive, blanks ignored). Throws
+// arcreduce::Error(kInvalidArgument) naming `variable`, the value and the accepted values.
+Hierarchy parse_hierarchy(const std::string& value,
+                          const std::string& variable = "ARCREDUCE_HIERARCHICAL");
+
 // Shared memory: large segments are fastest. Across hosts each segment should travel as one
 // eager MPI message (no rendezvous handshake queued behind the link's bulk data), so it is kept
 // within the TCP eager limit that init() gives Open MPI (runtime/mpi_environment.h).

@@ -74,6 +74,10 @@ struct CommunicationUsage {
   std::map<std::string, uint64_t> collective_bytes;
   double link_latency_seconds = 0;
   double link_seconds_per_byte = 0;
+  // Whether allreduce() reduces within each host first (MpiCommunicator::hierarchical()), and
+  // over how many hosts the job runs (1 where unknown).
+  bool hierarchical = false;
+  int hosts = 1;
 };
 
 // A non-blocking point-to-point transfer started by isend()/irecv(). Every active request must

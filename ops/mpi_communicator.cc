@@ -60,34 +60,38 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     ARC_MPI_CHECK(MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN));
     ARC_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     ARC_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-    MPI_Comm local = MPI_COMM_NULL;
-    ARC_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
-    const int rank_rc = MPI_Comm_rank(local, &local_rank_);
-    const int size_rc = MPI_Comm_size(local, &local_size_);
-    ARC_MPI_CHECK(MPI_Comm_free(&local));
-    ARC_MPI_CHECK(rank_rc);
-    ARC_MPI_CHECK(size_rc);
-    if (options_.hosts_apart) {
-      local_rank_ = 0;
-      local_size_ = 1;
-    }
-    options_.ring_segment_bytes = ring_segment_bytes_for(options_.ring_segment_bytes, local_size_,
-                                                         size_, options_.max_message_bytes);
+    split_hosts();
+    const size_t requested_segment = options_.ring_segment_bytes;
+    options_.ring_segment_bytes =
+        ring_segment_bytes_for(requested_segment, local_size_, size_, options_.max_message_bytes);
+    leader_segment_bytes_ =
+        ring_segment_bytes_for(requested_segment, 1, hosts_, options_.max_message_bytes);
     int* tag_ub = nullptr;
     int found = 0;
     ARC_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
     if (found && tag_ub != nullptr) tag_upper_bound_ = *tag_ub;
-    // Only kAuto across hosts predicts. Every rank knows whether the job spans hosts; whether
-    // all of them want a measurement is agreed first, so that ranks configured differently (an
-    // error the runtime reports after construction) never wait in the probe for each other.
-    int probe = options_.algorithm == AllreduceAlgorithm::kAuto && !options_.link.measured;
+    // Only kAuto across hosts predicts, and only a job across hosts has a hierarchy. Every rank
+    // knows whether the job spans hosts; whether all of them want a measurement and the hierarchy
+    // is agreed first, so that ranks configured differently (an error the runtime reports after
+    // construction) never wait in the probe or a host's reduction for each other.
     if (local_size_ < size_) {
-      ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &probe, 1, MPI_INT, MPI_MIN, comm_));
-    }
-    if (probe && local_size_ < size_) {
-      options_.link = probe_link(ring_comm_, kLinkProbeTag, options_.ring_segment_bytes,
-                                 point_to_point(options_.wait));
-      if (rank_ == 0) {
+      int agreed[3] = {options_.algorithm == AllreduceAlgorithm::kAuto && !options_.link.measured,
+                       options_.hierarchy != Hierarchy::kOff, -local_size_};
+      ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MIN, comm_));
+      // Several ranks on some host (uneven hosts too: a host of one rank skips its own stages).
+      hierarchical_ = agreed[1] && -agreed[2] > 1 && hosts_ > 1;
+      if (agreed[0] && hierarchical_) {
+        // The hosts' first ranks measure the link they use; their hosts' ranks learn it.
+        if (leader_comm_ != MPI_COMM_NULL) {
+          options_.link = probe_link(leader_ring_comm_, kLinkProbeTag, leader_segment_bytes_,
+                                     point_to_point(options_.wait));
+        }
+        ARC_MPI_CHECK(MPI_Bcast(&options_.link, sizeof(LinkModel), MPI_BYTE, 0, node_comm_));
+      } else if (agreed[0]) {
+        options_.link = probe_link(ring_comm_, kLinkProbeTag, options_.ring_segment_bytes,
+                                   point_to_point(options_.wait));
+      }
+      if (agreed[0] && rank_ == 0) {
         spdlog::debug("arcreduce: link between hosts: {}", describe_link(options_.link));
       }
     }
@@ -99,6 +103,31 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
   }
 }
 
+void MpiCommunicator::split_hosts() {
+  if (options_.ranks_per_host > 0) {
+    ARC_MPI_CHECK(MPI_Comm_split(comm_, rank_ / options_.ranks_per_host, rank_, &node_comm_));
+  } else {
+    ARC_MPI_CHECK(
+        MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_));
+  }
+  ARC_MPI_CHECK(MPI_Comm_set_errhandler(node_comm_, MPI_ERRORS_RETURN));
+  ARC_MPI_CHECK(MPI_Comm_rank(node_comm_, &local_rank_));
+  ARC_MPI_CHECK(MPI_Comm_size(node_comm_, &local_size_));
+  if (options_.hosts_apart) {
+    local_rank_ = 0;
+    local_size_ = 1;
+  }
+  const int color = local_rank_ == 0 ? 0 : MPI_UNDEFINED;
+  ARC_MPI_CHECK(MPI_Comm_split(comm_, color, rank_, &leader_comm_));
+  if (leader_comm_ != MPI_COMM_NULL) {
+    ARC_MPI_CHECK(MPI_Comm_set_errhandler(leader_comm_, MPI_ERRORS_RETURN));
+    ARC_MPI_CHECK(MPI_Comm_size(leader_comm_, &hosts_));
+    ARC_MPI_CHECK(MPI_Comm_dup(leader_comm_, &leader_ring_comm_));
+    ARC_MPI_CHECK(MPI_Comm_set_errhandler(leader_ring_comm_, MPI_ERRORS_RETURN));
+  }
+  if (!options_.hosts_apart) ARC_MPI_CHECK(MPI_Bcast(&hosts_, 1, MPI_INT, 0, node_comm_));
+}
+
 MpiCommunicator::~MpiCommunicator() {
   release();
 }
@@ -106,7 +135,7 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::release() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  for (MPI_Comm* c : {&ring_comm_, &comm_}) {
+  for (MPI_Comm* c : {&leader_ring_comm_, &leader_comm_, &node_comm_, &ring_comm_, &comm_}) {
     if (*c == MPI_COMM_NULL) continue;
     if (finalized) {
       spdlog::warn(
@@ -164,6 +193,8 @@ CommunicationUsage MpiCommunicator::communication_usage() const {
     usage.collective_calls[kKindNames[i]] = calls;
     usage.collective_bytes[kKindNames[i]] = kind_bytes_[i].load();
   }
+  usage.hierarchical = hierarchical_;
+  usage.hosts = hosts_;
   if (options_.link.measured) {
     usage.link_latency_seconds = options_.link.latency_seconds;
     usage.link_seconds_per_byte = options_.link.seconds_per_byte;
@@ -177,6 +208,10 @@ void MpiCommunicator::count(Kind kind, size_t bytes) {
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
+  if (hierarchical_) {  // between the hosts' first ranks, one per host
+    return choose_allreduce_algorithm(options_.algorithm, bytes, hosts_, 1,
+                                      options_.ring_threshold_bytes, options_.link);
+  }
   return choose_allreduce_algorithm(options_.algorithm, bytes, size_, local_size_,
                                     options_.ring_threshold_bytes, options_.link);
 }
@@ -193,22 +228,29 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   }
   allreduce_calls_[static_cast<size_t>(algorithm)] += 1;
   allreduce_bytes_[static_cast<size_t>(algorithm)] += count * element;
-  if (algorithm == AllreduceAlgorithm::kRabenseifner) {
-    record(halving_allreduce(ring_comm_, kRabenseifnerTag, buf, count, type, op,
-                             options_.ring_segment_bytes, &ring_scratch_,
-                             point_to_point(options_.wait)));
+  if (hierarchical_) {
+    hierarchical_allreduce(algorithm, buf, count, type, op);
     return;
+  }
+  record(run_allreduce(algorithm, comm_, ring_comm_, options_.ring_segment_bytes, buf, count, type,
+                       op));
+}
+
+TrafficCounters MpiCommunicator::run_allreduce(AllreduceAlgorithm algorithm, MPI_Comm coll_comm,
+                                               MPI_Comm ring, size_t segment_bytes, void* buf,
+                                               size_t count, ScalarType type, CollectiveOp op) {
+  const WaitPolicy p2p = point_to_point(options_.wait);
+  if (algorithm == AllreduceAlgorithm::kRabenseifner) {
+    return halving_allreduce(ring, kRabenseifnerTag, buf, count, type, op, segment_bytes,
+                             &ring_scratch_, p2p);
   }
   if (algorithm == AllreduceAlgorithm::kDoubling) {
-    record(doubling_allreduce(ring_comm_, kDoublingTag, buf, count, type, op, &ring_scratch_,
-                              point_to_point(options_.wait)));
-    return;
+    return doubling_allreduce(ring, kDoublingTag, buf, count, type, op, &ring_scratch_, p2p);
   }
   if (algorithm == AllreduceAlgorithm::kRing) {
-    record(ring_allreduce(ring_comm_, buf, count, type, op, options_.ring_segment_bytes,
-                          &ring_scratch_, point_to_point(options_.wait)));
-    return;
+    return ring_allreduce(ring, buf, count, type, op, segment_bytes, &ring_scratch_, p2p);
   }
+  const size_t element = scalar_size(type);
   const MpiReduction reduction = reduce_ops_.lookup(type, op);
   const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
   char* data = static_cast<char*>(buf);
@@ -216,13 +258,58 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
     const int n = static_cast<int>(std::min(step, count - done));
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done * element, n, reduction.datatype,
-                                 reduction.op, comm_, &request));
+                                 reduction.op, coll_comm, &request));
     wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n) * element);
   }
-  record(allreduce_traffic(count, element, size_, rank_));
+  int ranks = 1, rank = 0;
+  ARC_MPI_CHECK(MPI_Comm_size(coll_comm, &ranks));
+  ARC_MPI_CHECK(MPI_Comm_rank(coll_comm, &rank));
+  return allreduce_traffic(count, element, ranks, rank);
+}
+
+// Every rank ends with its host's first rank's result, which the first ranks computed together,
+// so replicas stay bit-identical; the sums within a host run in MPI's order, the same each call.
+void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
+                                             ScalarType type, CollectiveOp op) {
+  const size_t element = scalar_size(type);
+  const size_t bytes = count * element;
+  const MpiReduction reduction = reduce_ops_.lookup(type, op);
+  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  char* data = static_cast<char*>(buf);
+  TrafficCounters traffic;
+  if (local_size_ > 1) {
+    for (size_t done = 0; done < count; done += step) {
+      const int n = static_cast<int>(std::min(step, count - done));
+      char* piece = data + done * element;
+      MPI_Request request = MPI_REQUEST_NULL;
+      ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n,
+                                reduction.datatype, reduction.op, 0, node_comm_, &request));
+      wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n) * element);
+    }
+    if (local_rank_ == 0) {
+      traffic.bytes_received += bytes * static_cast<size_t>(local_size_ - 1);
+    } else {
+      traffic.bytes_sent += bytes;
+    }
+  }
+  if (leader_comm_ != MPI_COMM_NULL) {
+    add_traffic(&traffic, run_allreduce(algorithm, leader_comm_, leader_ring_comm_,
+                                        leader_segment_bytes_, buf, count, type, op));
+  }
+  if (local_size_ > 1) {
+    for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
+      const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
+      MPI_Request request = MPI_REQUEST_NULL;
+      ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, 0, node_comm_, &request));
+      wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n));
+    }
+    add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
+  }
+  record(traffic);
 }
 
 bool MpiCommunicator::allreduce_accepts_device_memory(ScalarType type, size_t count) const {
+  if (hierarchical_) return false;  // the stages within a host read host memory
   return mpi_takes_device_buffer(cuda_aware_, type, algorithm_for(count * scalar_size(type)));
 }
 

@@ -47,6 +47,11 @@ struct MpiCommunicatorOptions {
   // Tests: every rank counts as a host of its own (local_size() 1), so that the choices made
   // across hosts (the link probe, kAuto's model) run on one machine.
   bool hosts_apart = false;
+  // Reduce within each host before the exchange across hosts (ARCREDUCE_HIERARCHICAL).
+  Hierarchy hierarchy = Hierarchy::kAuto;
+  // Tests: ranks [0, n), [n, 2n), ... count as one host each instead of the ranks that share
+  // memory, so that the hierarchical paths run on one machine; 0: the machine's hosts.
+  int ranks_per_host = 0;
 };
 
 class MpiCommunicator : public Communicator {
@@ -89,8 +94,13 @@ class MpiCommunicator : public Communicator {
   CommunicationUsage communication_usage() const override;
   bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
 
-  // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto).
+  // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto); with the
+  // hierarchy, the one the hosts' first ranks use between hosts.
   AllreduceAlgorithm algorithm_for(size_t bytes) const;
+  // True where allreduce() reduces within each host first: several ranks on a host of a job that
+  // spans hosts, and the hierarchy not turned off (on every rank: construction agrees on it).
+  bool hierarchical() const { return hierarchical_; }
+  int hosts() const { return hosts_; }
   const MpiCommunicatorOptions& options() const { return options_; }
   // The duplicate used for collectives and user point-to-point (owned; do not free).
   MPI_Comm comm() const { return comm_; }
@@ -118,11 +128,26 @@ class MpiCommunicator : public Communicator {
   };
   P2pRequest start(Transfer transfer);
   void ring_allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes);
+  // Splits the hosts: node_comm_ (this host's ranks), leader_comm_/leader_ring_comm_ (every
+  // host's first rank; MPI_COMM_NULL elsewhere); sets local_rank_, local_size_ and hosts_.
+  void split_hosts();
+  // `algorithm` over `comm` (ring_comm for our own algorithms, coll_comm for MPI's).
+  TrafficCounters run_allreduce(AllreduceAlgorithm algorithm, MPI_Comm coll_comm, MPI_Comm ring,
+                                size_t segment_bytes, void* buf, size_t count, ScalarType type,
+                                CollectiveOp op);
+  // Within the host to its first rank, across hosts among first ranks, back within the host.
+  void hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
+                              ScalarType type, CollectiveOp op);
   void release() noexcept;
 
   MpiCommunicatorOptions options_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm ring_comm_ = MPI_COMM_NULL;
+  MPI_Comm node_comm_ = MPI_COMM_NULL, leader_comm_ = MPI_COMM_NULL;
+  MPI_Comm leader_ring_comm_ = MPI_COMM_NULL;
+  int hosts_ = 1;
+  bool hierarchical_ = false;
+  size_t leader_segment_bytes_ = 0;  // the ring's segment between hosts (hierarchical)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   int tag_upper_bound_ = 32767;
   bool cuda_aware_ = false;  // choose_device_transport() at construction

@@ -46,6 +46,7 @@ WaitPolicy wait_policy_of(const Config& config) {
 MpiCommunicatorOptions communicator_options(const Config& config) {
   MpiCommunicatorOptions options;
   options.algorithm = parse_allreduce_algorithm(config.allreduce_algorithm);
+  options.hierarchy = parse_hierarchy(config.hierarchical, "ARCREDUCE_HIERARCHICAL");
   options.wait = wait_policy_of(config);
   return options;
 }

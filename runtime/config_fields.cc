@@ -95,6 +95,11 @@ const std::vector<std::string>& allreduce_algorithm_names() {
   return names;
 }
 
+const std::vector<std::string>& hierarchy_names() {
+  static const std::vector<std::string> names = {"auto", "0", "1"};
+  return names;
+}
+
 // ARCREDUCE_EF_MOMENTUM always held eta = 1 - momentum, which its name hid.
 std::string ef_momentum_deprecation(const std::string& value, const Config& config) {
   char momentum[32];

@@ -94,6 +94,8 @@ Stats Coordinator::stats() const {
   s.allreduce_bytes = usage.bytes;
   s.collective_calls = usage.collective_calls;
   s.collective_bytes = usage.collective_bytes;
+  s.hosts = usage.hosts;
+  s.hierarchical = usage.hierarchical;
   s.link_latency_us = usage.link_latency_seconds * 1e6;
   s.link_mbit_per_s = usage.link_seconds_per_byte > 0 ? 8e-6 / usage.link_seconds_per_byte : 0;
   return s;

@@ -279,9 +279,11 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
     print_per_step("collective_bytes_per_step", r.collective_bytes, steps, out);
     std::fprintf(out,
                  "\"allreduce_payload_bytes_per_step\": %.1f, \"link_latency_us\": %.1f, "
-                 "\"link_mbit_per_s\": %.2f, ",
-                 static_cast<double>(allreduce_bytes) / steps, r.link_latency_us,
-                 r.link_mbit_per_s);
+                 "\"link_mbit_per_s\": %.2f, \"hosts\": %d, \"hierarchical\": %s, "
+                 "\"link_bytes_per_step\": %.1f, ",
+                 static_cast<double>(allreduce_bytes) / steps, r.link_latency_us, r.link_mbit_per_s,
+                 r.hosts, r.hierarchical ? "true" : "false",
+                 static_cast<double>(r.link_bytes) / steps);
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
     // finished first start for the final collection of the times, so none are reported.

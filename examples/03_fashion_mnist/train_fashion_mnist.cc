@@ -305,6 +305,9 @@ int main(int argc, char** argv) {
                  "training (bench/e2e; 0: train)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--link-counters", o.bench.link_interface,
+                 "with --step-bench: also count the bytes this network interface of rank 0's host "
+                 "carries over the timed steps (e.g. eth0)");
   app.add_option("--step-bench-warmup", o.bench.warmup, "untimed steps before --step-bench's")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 
@@ -239,6 +240,8 @@ struct Counters {
   std::map<std::string, uint64_t> allreduce_calls, allreduce_bytes;
   std::map<std::string, uint64_t> collective_calls, collective_bytes;
   double link_latency_us, link_mbit_per_s;
+  int hosts;
+  bool hierarchical;
 };
 
 Counters read_counters() {
@@ -246,7 +249,23 @@ Counters read_counters() {
   return {
       s.bytes_sent,       s.collectives,     s.negotiation_collectives, s.coordinator_cpu_seconds,
       s.held_steps,       s.allreduce_calls, s.allreduce_bytes,         s.collective_calls,
-      s.collective_bytes, s.link_latency_us, s.link_mbit_per_s};
+      s.collective_bytes, s.link_latency_us, s.link_mbit_per_s,         s.hosts,
+      s.hierarchical};
+}
+
+// Bytes the network interface `name` received plus sent so far (Linux sysfs counters).
+uint64_t interface_bytes(const std::string& name) {
+  uint64_t total = 0;
+  for (const char* way : {"rx_bytes", "tx_bytes"}) {
+    const std::string path = "/sys/class/net/" + name + "/statistics/" + way;
+    std::ifstream in(path);
+    uint64_t value = 0;
+    if (!(in >> value)) {
+      throw std::runtime_error("--link-counters " + name + ": cannot read " + path);
+    }
+    total += value;
+  }
+  return total;
 }
 
 // after - before, entry by entry; entries that did not grow are left out.
@@ -385,10 +404,13 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
     if (fit < bench.steps) steps = std::max(std::min(bench.steps, 10), static_cast<int>(fit));
   }
 
+  const bool count_link = !bench.link_interface.empty() && run.rank == 0;
+  const uint64_t link_before = count_link ? interface_bytes(bench.link_interface) : 0;
   const Counters before = read_counters();
   std::vector<Run::StepTime> own(static_cast<size_t>(steps));
   for (int i = 0; i < steps; ++i) own[i] = run.timed_step(step++, bench.communicate);
   const Counters after = read_counters();
+  if (count_link) result.link_bytes = interface_bytes(bench.link_interface) - link_before;
 
   // All ranks' durations and waits, then per step the longest rank's duration and that rank's
   // wait.
@@ -423,6 +445,8 @@ StepBenchResult benchmark_steps(const Dataset& data, const TrainOptions& options
     result.collective_bytes = grown(after.collective_bytes, before.collective_bytes);
     result.link_latency_us = after.link_latency_us;
     result.link_mbit_per_s = after.link_mbit_per_s;
+    result.hosts = after.hosts;
+    result.hierarchical = after.hierarchical;
   }
   return result;
 }

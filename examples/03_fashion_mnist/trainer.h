@@ -76,6 +76,10 @@ struct StepBenchOptions {
   double budget = 0;        // > 0: fewer timed steps (at least min(steps, 10)) when the warm-up's
                             // mean step time says `steps` would take longer than this (seconds)
   bool communicate = true;  // false: the compute floor, nothing submitted to the runtime
+  // Non-empty: rank 0 also counts the bytes its host's network interface of this name received
+  // and sent (/sys/class/net/NAME/statistics) over the timed steps: all of the host's ranks'
+  // traffic across hosts, as the link sees it.
+  std::string link_interface;
 };
 
 struct StepBenchResult {
@@ -99,6 +103,9 @@ struct StepBenchResult {
   std::map<std::string, uint64_t> collective_calls, collective_bytes;
   double link_latency_us = 0;
   double link_mbit_per_s = 0;
+  uint64_t link_bytes = 0;  // with link_interface: rank 0's host interface's bytes, both ways
+  int hosts = 1;
+  bool hierarchical = false;  // All-Reduces summed within each host first (ARCREDUCE_HIERARCHICAL)
   int64_t parameters = 0;
 };
 

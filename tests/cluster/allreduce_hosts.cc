@@ -1,8 +1,10 @@
 // The rank program of the simulated-cluster test (run_cluster_test.sh): every rank reduces known
 // values through the arcreduce runtime (the dense path, whose chunks are large enough to take
 // MPI's rendezvous path over TCP, and ARC-Top-K at ratio 1, which must equal it), checks every
-// element and the runtime's view of the hosts (one rank per host), and rank 0 prints one line
-// per rank with the host the rank ran on and whether its results were right:
+// element and the runtime's view of the hosts (one rank per host; with --ranks-per-host=S, S
+// ranks on each host but the last, which takes the rest, and the hierarchical All-Reduce on
+// unless ARCREDUCE_HIERARCHICAL=0), and rank 0 prints one line per rank with the host the rank
+// ran on and whether its results were right:
 //
 //   rank R of P host NAME result ok
 //   rank R of P host NAME result wrong: element I is X, expected Y
@@ -12,7 +14,9 @@
 #include <arcreduce/arcreduce.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -42,7 +46,11 @@ std::string check_sum(const std::vector<float>& values, int size, const char* wh
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int per_host = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--ranks-per-host=", 17) == 0) per_host = std::atoi(argv[i] + 17);
+  }
   arcreduce::Config config = arcreduce::Config::from_env();
   arcreduce::init(config);  // initialises MPI
   const int rank = arcreduce::rank();
@@ -53,9 +61,18 @@ int main() {
   MPI_Get_processor_name(host, &host_length);
 
   std::string verdict = "ok";
-  if (arcreduce::local_size() != 1 || arcreduce::local_rank() != 0) {
-    verdict = "wrong: the runtime sees " + std::to_string(arcreduce::local_size()) +
-              " ranks on this host";
+  const int first = rank / per_host * per_host;
+  const int local_size = std::min(per_host, size - first);
+  if (arcreduce::local_size() != local_size || arcreduce::local_rank() != rank - first) {
+    verdict = "wrong: the runtime sees rank " + std::to_string(arcreduce::local_rank()) + " of " +
+              std::to_string(arcreduce::local_size()) + " on this host";
+  }
+  const int hosts = (size + per_host - 1) / per_host;
+  const bool hierarchical = per_host > 1 && hosts > 1 && config.hierarchical != "0";
+  const arcreduce::Stats stats = arcreduce::stats();
+  if (verdict == "ok" && (stats.hosts != hosts || stats.hierarchical != hierarchical)) {
+    verdict = "wrong: stats say " + std::to_string(stats.hosts) + " hosts, hierarchical " +
+              std::to_string(stats.hierarchical);
   }
   const std::vector<int64_t> shape = {kElements / 1024, 1024};
   for (const char* compressor : {"none", "arctopk"}) {

@@ -1,7 +1,10 @@
 // MpiCommunicator under mpirun: every call against references computed here, results checked
 // bit-identical on all ranks. Usage: communicator_mpi_test
 // --algorithm=ring|mpi|doubling|rabenseifner|thresholds|auto [--wait=MODE] [--small-messages]
-// [--hosts-apart]
+// [--hosts-apart] [--ranks-per-host=N] [--hierarchy=auto|0|1]
+// [--hosts-apart] (every rank a host of its own), [--ranks-per-host=N] (ranks [0, N), [N, 2N), ...
+// a host each, so that the hierarchical All-Reduce runs on one machine; uneven when N does not
+// divide the ranks), [--hierarchy=...] (ARCREDUCE_HIERARCHICAL's values).
 // [--small-messages] (segments and message limits of ~1 KB, to exercise the split paths)
 // [--wait=busy|yield|sleep|sleep-at-once|mixed] (how calls wait: ops/mpi_wait.h; sleep-at-once
 // sleeps from the first poll on, mixed gives ranks different modes).
@@ -9,9 +12,11 @@
 // only rank 0 prints the full report (other ranks print their failures, prefixed with the rank).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -68,16 +73,29 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   EXPECT_EQ(rank(), world_rank);
   EXPECT_EQ(size(), world_size);
+  const int per_host = g_options.ranks_per_host;
   if (g_options.hosts_apart) {
     EXPECT_EQ(comm_->local_size(), 1);
     EXPECT_EQ(comm_->local_rank(), 0);
+    EXPECT_EQ(comm_->hosts(), world_size);
+    EXPECT_FALSE(comm_->hierarchical());
+  } else if (per_host > 0) {
+    const int hosts = (world_size + per_host - 1) / per_host;
+    EXPECT_EQ(comm_->local_rank(), world_rank % per_host);
+    EXPECT_EQ(comm_->local_size(),
+              std::min(per_host, world_size - world_rank / per_host * per_host));
+    EXPECT_EQ(comm_->hosts(), hosts);
+    EXPECT_EQ(comm_->hierarchical(),
+              hosts > 1 && per_host > 1 && g_options.hierarchy != Hierarchy::kOff);
   } else {
     EXPECT_EQ(comm_->local_size(), world_size);  // one host under ctest
     EXPECT_EQ(comm_->local_rank(), world_rank);
+    EXPECT_FALSE(comm_->hierarchical());
   }
-  if (g_options.algorithm == AllreduceAlgorithm::kAuto && g_options.hosts_apart) {
+  const bool across_hosts = g_options.hosts_apart || comm_->hosts() > 1;
+  if (g_options.algorithm == AllreduceAlgorithm::kAuto && across_hosts) {
     // Across hosts: the probe measured a link, every rank the same one, and the choice is the
-    // model's for every size.
+    // model's for every size (between the hosts' first ranks where the hierarchy is on).
     const CommunicationUsage usage = comm_->communication_usage();
     if (world_size > 1) {
       EXPECT_GT(usage.link_latency_seconds, 0);
@@ -89,9 +107,10 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
     EXPECT_EQ(low[0], high[0]);
     EXPECT_EQ(low[1], high[1]);
     LinkModel link = comm_->options().link;
+    const int exchanging = comm_->hierarchical() ? comm_->hosts() : world_size;
     for (size_t bytes = 1; bytes <= (size_t{1} << 28); bytes *= 4) {
       EXPECT_EQ(comm_->algorithm_for(bytes),
-                choose_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, world_size, 1,
+                choose_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, exchanging, 1,
                                            kRingThresholdBytes, link))
           << bytes;
     }
@@ -345,15 +364,18 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   // whole buffer per round and, off a power of two, twice more per folded pair. A doubling
   // allreduce over the message limit takes the ring.
   const uint64_t bytes = 5003 * 4;
-  uint64_t allreduce = size() > 1 ? 2ull * (size() - 1) * bytes : 0;
   const AllreduceAlgorithm algorithm = comm_->algorithm_for(bytes);
-  const bool whole_messages = bytes <= comm_->options().max_message_bytes && size() > 1;
+  // With the hierarchy, `exchanging` = one rank per host runs the algorithm; each other rank
+  // sends its buffer to its host's first rank and receives the result back.
+  const int exchanging = comm_->hierarchical() ? comm_->hosts() : size();
+  const bool whole_messages = bytes <= comm_->options().max_message_bytes && exchanging > 1;
+  uint64_t allreduce = exchanging > 1 ? 2ull * (exchanging - 1) * bytes : 0;
   int p2 = 1, rounds = 0;
-  while (p2 * 2 <= size()) {
+  while (p2 * 2 <= exchanging) {
     p2 *= 2;
     ++rounds;
   }
-  const uint64_t folds = 2ull * (size() - p2) * bytes;
+  const uint64_t folds = 2ull * (exchanging - p2) * bytes;
   if (algorithm == AllreduceAlgorithm::kDoubling && whole_messages) {
     allreduce = uint64_t{static_cast<uint64_t>(p2)} * rounds * bytes + folds;
   }
@@ -361,6 +383,7 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   if (algorithm == AllreduceAlgorithm::kRabenseifner && whole_messages) {
     allreduce = 2ull * (p2 - 1) * bytes + folds;
   }
+  allreduce += 2ull * static_cast<uint64_t>(size() - exchanging) * bytes;
   // Stats name the algorithm that ran: doubling and Rabenseifner hand messages above the
   // limit to the ring.
   const bool by_whole_messages =
@@ -657,6 +680,16 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--hosts-apart") {
       arcreduce::g_options.hosts_apart = true;
+    } else if (arg.rfind("--ranks-per-host=", 0) == 0) {
+      arcreduce::g_options.ranks_per_host = std::atoi(arg.substr(17).c_str());
+      bad_usage |= arcreduce::g_options.ranks_per_host < 1;
+    } else if (arg.rfind("--hierarchy=", 0) == 0) {
+      try {
+        arcreduce::g_options.hierarchy = arcreduce::parse_hierarchy(arg.substr(12));
+      } catch (const arcreduce::Error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        bad_usage = 1;
+      }
     } else if (arg == "--small-messages") {
       arcreduce::g_options.ring_segment_bytes = 1000;
       arcreduce::g_options.max_message_bytes = 1000;

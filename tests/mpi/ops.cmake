@@ -19,6 +19,20 @@ foreach(np 2 3 4)
 endforeach()
 arcreduce_add_mpi_test(NAME ops_communicator_thresholds_hosts_apart_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=thresholds --hosts-apart TIMEOUT 120)
+# Several ranks a host (simulated by rank ranges): the hierarchical All-Reduce, even hosts and
+# uneven ones (2+1, 2+2+1), under auto and each algorithm between hosts; one host of four ranks
+# (nothing to do); and the hierarchy turned off on uneven hosts.
+foreach(case "4;2;auto" "3;2;auto" "5;2;auto" "4;4;auto" "6;3;ring" "4;2;doubling"
+        "5;2;rabenseifner" "4;2;mpi" "3;2;ring")
+  list(GET case 0 np)
+  list(GET case 1 per_host)
+  list(GET case 2 algorithm)
+  arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_hosts_of_${per_host}_np${np} NP ${np}
+    COMMAND communicator_mpi_test --algorithm=${algorithm} --ranks-per-host=${per_host}
+    TIMEOUT 180)
+endforeach()
+arcreduce_add_mpi_test(NAME ops_communicator_auto_hosts_of_2_flat_np3 NP 3
+  COMMAND communicator_mpi_test --algorithm=auto --ranks-per-host=2 --hierarchy=0 TIMEOUT 120)
 # Split paths (messages above max_message_bytes) and many ring segments, at odd and even sizes.
 foreach(np 3 4)
   arcreduce_add_mpi_test(NAME ops_communicator_ring_small_np${np} NP ${np}

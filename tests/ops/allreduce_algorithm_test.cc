@@ -30,6 +30,29 @@ TEST(AllreduceAlgorithmTest, ParsesAcceptedValues) {
   }
 }
 
+TEST(HierarchyTest, ParsesItsValuesAndRejectsOthersNamingTheVariable) {
+  EXPECT_EQ(parse_hierarchy("auto"), Hierarchy::kAuto);
+  EXPECT_EQ(parse_hierarchy(" AUTO "), Hierarchy::kAuto);
+  for (const char* off : {"0", "off", "False"}) EXPECT_EQ(parse_hierarchy(off), Hierarchy::kOff);
+  for (const char* on : {"1", "on", "TRUE "}) EXPECT_EQ(parse_hierarchy(on), Hierarchy::kOn);
+  for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOff, Hierarchy::kOn}) {
+    EXPECT_EQ(parse_hierarchy(hierarchy_name(h)), h);
+  }
+  for (const char* bad : {"", "2", "yes please", "hierarchical"}) {
+    try {
+      parse_hierarchy(bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+      const std::string message = e.what();
+      EXPECT_NE(message.find("ARCREDUCE_HIERARCHICAL='" + std::string(bad) + "'"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("auto, 0, 1"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(AllreduceAlgorithmTest, RejectsOtherValuesNamingVariableValueAndChoices) {
   for (const char* bad : {"", "rings", "tree", "0"}) {
     try {

@@ -351,6 +351,9 @@ TEST(Settings, TheTableIsWhatItsReadersUse) {
   for (const std::string& name : settings::find(kEnvAllreduceAlgorithm)->choices()) {
     EXPECT_EQ(allreduce_algorithm_name(parse_allreduce_algorithm(name)), name);
   }
+  for (const std::string& name : settings::find(kEnvHierarchical)->choices()) {
+    EXPECT_EQ(hierarchy_name(parse_hierarchy(name)), name);
+  }
   for (const auto& [name, init] : kEfInitValues) {
     Config c;
     c.ef_init = name;

@@ -153,6 +153,8 @@ py::dict stats_dict(int process_set) {
   for (const auto& kv : s.collective_bytes) collective_bytes[py::str(kv.first)] = kv.second;
   d["collective_calls"] = collective_calls;
   d["collective_bytes"] = collective_bytes;
+  d["hosts"] = s.hosts;
+  d["hierarchical"] = s.hierarchical;
   d["link_latency_us"] = s.link_latency_us;
   d["link_mbit_per_s"] = s.link_mbit_per_s;
   return d;

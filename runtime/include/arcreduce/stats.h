@@ -50,6 +50,10 @@ struct Stats {
   // elsewhere): one round's latency between neighbours and the slowest neighbour link's rate.
   double link_latency_us = 0;
   double link_mbit_per_s = 0;
+  // The hosts the job runs on, and whether All-Reduces sum within each host first
+  // (ARCREDUCE_HIERARCHICAL; true only where some host runs several ranks of a job across hosts).
+  int hosts = 1;
+  bool hierarchical = false;
 };
 
 }  // namespace arcreduce

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Tables of scripts/bench-hierarchy.sh: per setting, flat against hierarchical step time and
+bytes crossing host 1's link per step, the bytes also as a multiple of one rank per host's.
+
+    hierarchy_report.py RESULTS.jsonl [--commit C]   (default: the last commit in the file)
+"""
+import argparse
+import json
+from collections import defaultdict
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--commit")
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in open(args.results) if line.startswith("{")]
+    rows = [r for r in rows if r.get("bench") == "hierarchy"]
+    commit = args.commit or (rows[-1]["commit"] if rows else None)
+    rows = [r for r in rows if r["commit"] == commit]
+    runs = defaultdict(list)
+    for r in rows:
+        runs[(r["hosts"], r["rate"], r["variant"], r["slots"], r["hierarchical"])].append(r)
+
+    def median(key, field):
+        values = sorted(r[field] for r in runs.get(key, []))
+        return values[len(values) // 2] if values else None
+
+    def kb(value):
+        return f"{value / 1e3:.0f}" if value is not None else "-"
+
+    print(f"commit {commit}: median step s and bytes crossing host 1's link per step")
+    print("| hosts | rate | variant | ranks per host | flat s | hierarchical s | hier. / flat | "
+          "flat KB | hier. KB | hier. bytes / one rank per host's |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    settings = sorted({k[:3] for k in runs})
+    for hosts, rate, variant in settings:
+        one = median((hosts, rate, variant, 1, "0"), "link_bytes_per_step")
+        for slots in sorted({k[3] for k in runs if k[:3] == (hosts, rate, variant)}):
+            flat_s = median((hosts, rate, variant, slots, "0"), "median_s")
+            hier_s = median((hosts, rate, variant, slots, "auto"), "median_s")
+            flat_b = median((hosts, rate, variant, slots, "0"), "link_bytes_per_step")
+            hier_b = median((hosts, rate, variant, slots, "auto"), "link_bytes_per_step")
+            step_ratio = f"{hier_s / flat_s:.2f}x" if flat_s and hier_s else "-"
+            byte_ratio = f"{hier_b / one:.2f}x" if hier_b and one else "-"
+            print(f"| {hosts} | {rate} | {variant} | {slots} | "
+                  f"{flat_s:.4f} | " + (f"{hier_s:.4f}" if hier_s else "-") + f" | {step_ratio} | "
+                  f"{kb(flat_b)} | {kb(hier_b)} | {byte_ratio} |")
+
+
+if __name__ == "__main__":
+    main()
