@@ -86,7 +86,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
           options_.link = probe_link(leader_ring_comm_, kLinkProbeTag, leader_segment_bytes_,
                                      point_to_point(options_.wait));
         }
-        ARC_MPI_CHECK(MPI_Bcast(&options_.link, sizeof(LinkModel), MPI_BYTE, 0, node_comm_));
+        // The others wait by the wait policy (sleeping by default): a host's ranks share its
+        // CPU, and ranks polling beside the probe would starve it into measuring a slow link.
+        MPI_Request request = MPI_REQUEST_NULL;
+        ARC_MPI_CHECK(
+            MPI_Ibcast(&options_.link, sizeof(LinkModel), MPI_BYTE, 0, node_comm_, &request));
+        wait_request(&request, MPI_STATUS_IGNORE, options_.wait, sizeof(LinkModel));
       } else if (agreed[0]) {
         options_.link = probe_link(ring_comm_, kLinkProbeTag, options_.ring_segment_bytes,
                                    point_to_point(options_.wait));
