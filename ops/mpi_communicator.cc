@@ -282,6 +282,11 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
   const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
   char* data = static_cast<char*>(buf);
   TrafficCounters traffic;
+  // The host's stages poll (yielding the core between tests) instead of sleeping: Open MPI
+  // advances a non-blocking collective only when tested, shared memory has no socket to take
+  // the bytes meanwhile, and these stages last milliseconds, not a link's round trips.
+  WaitPolicy local = options_.wait;
+  if (local.mode == WaitMode::kSleep) local.mode = WaitMode::kYield;
   if (local_size_ > 1) {
     for (size_t done = 0; done < count; done += step) {
       const int n = static_cast<int>(std::min(step, count - done));
@@ -289,7 +294,7 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
       MPI_Request request = MPI_REQUEST_NULL;
       ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n,
                                 reduction.datatype, reduction.op, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n) * element);
+      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
     }
     if (local_rank_ == 0) {
       traffic.bytes_received += bytes * static_cast<size_t>(local_size_ - 1);
@@ -306,7 +311,7 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
       const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
       MPI_Request request = MPI_REQUEST_NULL;
       ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, options_.wait, static_cast<size_t>(n));
+      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n));
     }
     add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
   }
