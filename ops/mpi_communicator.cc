@@ -282,12 +282,21 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
   const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
   char* data = static_cast<char*>(buf);
   TrafficCounters traffic;
-  // The host's stages poll (yielding the core between tests) instead of sleeping: Open MPI
-  // advances a non-blocking collective only when tested, shared memory has no socket to take
-  // the bytes meanwhile, and these stages last milliseconds, not a link's round trips.
+  // The host's ranks first wait for each other by the wait policy (sleeping by default: a rank
+  // may wait for a slower one, or for its first rank's exchange across hosts), then move the
+  // data polling with yields: Open MPI advances a non-blocking collective only when tested,
+  // shared memory has no socket to take the bytes meanwhile, and once all are there the stage
+  // lasts milliseconds. Polling through the whole wait would take the host's CPU from the rank
+  // that has work to do.
   WaitPolicy local = options_.wait;
   if (local.mode == WaitMode::kSleep) local.mode = WaitMode::kYield;
+  const auto gather_host = [&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Ibarrier(node_comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+  };
   if (local_size_ > 1) {
+    gather_host();
     for (size_t done = 0; done < count; done += step) {
       const int n = static_cast<int>(std::min(step, count - done));
       char* piece = data + done * element;
@@ -307,6 +316,7 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
                                         leader_segment_bytes_, buf, count, type, op));
   }
   if (local_size_ > 1) {
+    gather_host();
     for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
       const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
       MPI_Request request = MPI_REQUEST_NULL;
