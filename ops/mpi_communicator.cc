@@ -212,8 +212,15 @@ void MpiCommunicator::count(Kind kind, size_t bytes) {
   kind_bytes_[kind] += bytes;
 }
 
+bool MpiCommunicator::hierarchical_for(size_t bytes) const {
+  if (!hierarchical_) return false;
+  if (options_.hierarchy == Hierarchy::kOn) return true;
+  return resolve_allreduce_algorithm(AllreduceAlgorithm::kThresholds, bytes, hosts_, 1,
+                                     options_.ring_threshold_bytes) == AllreduceAlgorithm::kRing;
+}
+
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
-  if (hierarchical_) {  // between the hosts' first ranks, one per host
+  if (hierarchical_for(bytes)) {  // between the hosts' first ranks, one per host
     return choose_allreduce_algorithm(options_.algorithm, bytes, hosts_, 1,
                                       options_.ring_threshold_bytes, options_.link);
   }
@@ -233,7 +240,7 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   }
   allreduce_calls_[static_cast<size_t>(algorithm)] += 1;
   allreduce_bytes_[static_cast<size_t>(algorithm)] += count * element;
-  if (hierarchical_) {
+  if (hierarchical_for(count * element)) {
     hierarchical_allreduce(algorithm, buf, count, type, op);
     return;
   }
@@ -329,7 +336,7 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
 }
 
 bool MpiCommunicator::allreduce_accepts_device_memory(ScalarType type, size_t count) const {
-  if (hierarchical_) return false;  // the stages within a host read host memory
+  if (hierarchical_for(count * scalar_size(type))) return false;  // host stages: host memory
   return mpi_takes_device_buffer(cuda_aware_, type, algorithm_for(count * scalar_size(type)));
 }
 

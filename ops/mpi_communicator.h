@@ -97,9 +97,15 @@ class MpiCommunicator : public Communicator {
   // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto); with the
   // hierarchy, the one the hosts' first ranks use between hosts.
   AllreduceAlgorithm algorithm_for(size_t bytes) const;
-  // True where allreduce() reduces within each host first: several ranks on a host of a job that
-  // spans hosts, and the hierarchy not turned off (on every rank: construction agrees on it).
+  // True where allreduce() may reduce within each host first: several ranks on a host of a job
+  // that spans hosts, and the hierarchy not turned off (on every rank: construction agrees on it).
   bool hierarchical() const { return hierarchical_; }
+  // Whether a message of `bytes` goes by host: with Hierarchy::kOn every one; with kAuto those
+  // the ring would carry between the hosts (the thresholds' choice for one rank per host). Smaller
+  // messages stay flat: the trees pair ranks by increasing distance, so with a host's ranks
+  // numbered together their first rounds stay within the host, and Rabenseifner's rounds across
+  // hosts carry pieces 1/S of the message (docs/design/communicators.md).
+  bool hierarchical_for(size_t bytes) const;
   int hosts() const { return hosts_; }
   const MpiCommunicatorOptions& options() const { return options_; }
   // The duplicate used for collectives and user point-to-point (owned; do not free).

@@ -4,7 +4,8 @@
 #   2 hosts x 2 ranks   allreduce_hosts (exact sums, the runtime's view of the hosts, Stats say
 #                       hierarchical), the same flat (ARCREDUCE_HIERARCHICAL=0), every compressor
 #                       and dtype (compressors_invariants_test: replicas bit-identical, ratio 1
-#                       equal to the dense mean), and a rank killed on host 1 beside its host's
+#                       equal to the dense mean) under auto and with every All-Reduce by host
+#                       (ARCREDUCE_HIERARCHICAL=1), and a rank killed on host 1 beside its host's
 #                       first rank, which must end the job with a non-zero exit in bounded time;
 #   uneven hosts        3 ranks on 2 hosts of 2 slots (2 + 1): allreduce_hosts and the
 #                       compressors;
@@ -85,8 +86,11 @@ job 4 -x ARCREDUCE_HIERARCHICAL=0 -- "$allreduce_hosts" --ranks-per-host=2
 sums_ok 4
 job 3 -- "$allreduce_hosts" --ranks-per-host=2
 sums_ok 3
+# auto sends by host what the ring carries between hosts (the dense buckets here); =1 sends
+# every All-Reduce by host, the compressors' sketches, rows and factors too.
 job 4 "${compressor_env[@]}" -- "$invariants"
-job 3 "${compressor_env[@]}" -- "$invariants"
+job 4 "${compressor_env[@]}" -x ARCREDUCE_HIERARCHICAL=1 -- "$invariants"
+job 3 "${compressor_env[@]}" -x ARCREDUCE_HIERARCHICAL=1 -- "$invariants"
 # Rank 1 shares host 1 with rank 0, the host's first rank, which waits for it in the host's
 # reduction: the job must still end, with the killed rank's message, within the stall limit.
 # shellcheck disable=SC2154
@@ -100,6 +104,6 @@ bash "$sim" down --name "$name" --dir "$dir/cluster" >/dev/null
 up 4
 job 8 -- "$allreduce_hosts" --ranks-per-host=4
 sums_ok 8
-job 8 "${compressor_env[@]}" -- "$invariants"
+job 8 "${compressor_env[@]}" -x ARCREDUCE_HIERARCHICAL=1 -- "$invariants"
 echo "hierarchy test: passed (2 hosts x 2 and x 4 ranks, uneven hosts, flat and hierarchical," \
   "every compressor, a killed rank)"

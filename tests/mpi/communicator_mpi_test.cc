@@ -107,8 +107,14 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
     EXPECT_EQ(low[0], high[0]);
     EXPECT_EQ(low[1], high[1]);
     LinkModel link = comm_->options().link;
-    const int exchanging = comm_->hierarchical() ? comm_->hosts() : world_size;
     for (size_t bytes = 1; bytes <= (size_t{1} << 28); bytes *= 4) {
+      // kAuto sends by host what the ring would carry between hosts; kOn everything.
+      const bool ring_between_hosts =
+          bytes >= (comm_->hosts() == 2 ? kTwoRankRingThresholdBytes : kRingThresholdBytes);
+      const bool by_host =
+          comm_->hierarchical() && (g_options.hierarchy == Hierarchy::kOn || ring_between_hosts);
+      EXPECT_EQ(comm_->hierarchical_for(bytes), by_host) << bytes;
+      const int exchanging = by_host ? comm_->hosts() : world_size;
       EXPECT_EQ(comm_->algorithm_for(bytes),
                 choose_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, exchanging, 1,
                                            kRingThresholdBytes, link))
@@ -367,7 +373,7 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   const AllreduceAlgorithm algorithm = comm_->algorithm_for(bytes);
   // With the hierarchy, `exchanging` = one rank per host runs the algorithm; each other rank
   // sends its buffer to its host's first rank and receives the result back.
-  const int exchanging = comm_->hierarchical() ? comm_->hosts() : size();
+  const int exchanging = comm_->hierarchical_for(bytes) ? comm_->hosts() : size();
   const bool whole_messages = bytes <= comm_->options().max_message_bytes && exchanging > 1;
   uint64_t allreduce = exchanging > 1 ? 2ull * (exchanging - 1) * bytes : 0;
   int p2 = 1, rounds = 0;

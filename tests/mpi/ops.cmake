@@ -22,14 +22,18 @@ arcreduce_add_mpi_test(NAME ops_communicator_thresholds_hosts_apart_np3 NP 3
 # Several ranks a host (simulated by rank ranges): the hierarchical All-Reduce, even hosts and
 # uneven ones (2+1, 2+2+1), under auto and each algorithm between hosts; one host of four ranks
 # (nothing to do); and the hierarchy turned off on uneven hosts.
-foreach(case "4;2;auto" "3;2;auto" "5;2;auto" "4;4;auto" "6;3;ring" "4;2;doubling"
-        "5;2;rabenseifner" "4;2;mpi" "3;2;ring")
+# `auto` sends by host only what the ring carries between hosts; `1` every message.
+foreach(case "4;2;auto;auto" "3;2;auto;auto" "5;2;auto;1" "4;4;auto;1" "6;3;ring;1"
+        "4;2;doubling;1" "5;2;rabenseifner;1" "4;2;mpi;1" "3;2;ring;auto" "3;2;auto;1")
   list(GET case 0 np)
   list(GET case 1 per_host)
   list(GET case 2 algorithm)
-  arcreduce_add_mpi_test(NAME ops_communicator_${algorithm}_hosts_of_${per_host}_np${np} NP ${np}
+  list(GET case 3 hierarchy)
+  arcreduce_add_mpi_test(
+    NAME ops_communicator_${algorithm}_hosts_of_${per_host}_hierarchy_${hierarchy}_np${np}
+    NP ${np} TIMEOUT 180
     COMMAND communicator_mpi_test --algorithm=${algorithm} --ranks-per-host=${per_host}
-    TIMEOUT 180)
+            --hierarchy=${hierarchy})
 endforeach()
 arcreduce_add_mpi_test(NAME ops_communicator_auto_hosts_of_2_flat_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=auto --ranks-per-host=2 --hierarchy=0 TIMEOUT 120)

@@ -37,8 +37,9 @@ struct Config {
   double stall_shutdown_seconds = 600;       // ARCREDUCE_STALL_SHUTDOWN_SECONDS, 0 disables abort
   std::string log_level = "warning";         // ARCREDUCE_LOG_LEVEL
   std::string allreduce_algorithm = "auto";  // ARCREDUCE_ALLREDUCE_ALGORITHM: see communicators.md
-  // ARCREDUCE_HIERARCHICAL: "auto" (on where a host runs several ranks of a job across hosts),
-  // "0" (flat: every rank in the exchange across hosts) or "1" (docs/configuration.md).
+  // ARCREDUCE_HIERARCHICAL, where a host runs several ranks of a job across hosts: "auto" (the
+  // All-Reduces the ring carries between hosts sum within each host first), "1" (every
+  // All-Reduce) or "0" (none: every rank in the exchange across hosts); docs/configuration.md.
   std::string hierarchical = "auto";
   std::string granularity = "element";  // ARCREDUCE_GRANULARITY: topk/randk unit, element or row
   // ARCREDUCE_EF_INIT: "warm" starts error feedback from the first gradient (EF21: h = g,
