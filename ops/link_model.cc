@@ -72,6 +72,8 @@ AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size
   const AllreduceAlgorithm fixed = resolve_allreduce_algorithm(
       AllreduceAlgorithm::kThresholds, bytes, size, local_size, ring_threshold_bytes);
   if (fixed != AllreduceAlgorithm::kDoubling) return fixed;
+  // At two ranks Rabenseifner sends what doubling sends in one more round: never faster.
+  if (size == 2) return AllreduceAlgorithm::kDoubling;
   const double doubling =
       predicted_allreduce_seconds(AllreduceAlgorithm::kDoubling, bytes, size, link);
   const double raben =

@@ -58,7 +58,8 @@ double predicted_allreduce_seconds(AllreduceAlgorithm algorithm, size_t bytes, i
 // measured link: the ring where the thresholds take it (a function of the size alone, so that a
 // job's results do not depend on what the probe measured: the ring sums in another order), and
 // below that whichever of doubling and Rabenseifner is predicted faster (ties to Rabenseifner,
-// which sends less); the two give the same bits (ops/halving_allreduce.h). kAuto without a
+// which sends less; at two ranks doubling, which sends as much in one round fewer); the two give
+// the same bits (ops/halving_allreduce.h). kAuto without a
 // measured link, and kThresholds, take resolve_allreduce_algorithm's; on one host (local_size >=
 // size) both take MPI's; every other algorithm is itself.
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int size,

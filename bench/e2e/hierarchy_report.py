@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Tables of scripts/bench-hierarchy.sh: per setting, flat against hierarchical step time and
-bytes crossing host 1's link per step, the bytes also as a multiple of one rank per host's.
+bytes crossing host 1's link per step, the bytes also as a multiple of one rank per host's
+(measured at the same commit, else the latest such rows: that path does not change with the
+hierarchy).
 
     hierarchy_report.py RESULTS.jsonl [--commit C]   (default: the last commit in the file)
 """
@@ -17,6 +19,11 @@ def main():
     rows = [json.loads(line) for line in open(args.results) if line.startswith("{")]
     rows = [r for r in rows if r.get("bench") == "hierarchy"]
     commit = args.commit or (rows[-1]["commit"] if rows else None)
+    baseline = {}
+    for r in rows:  # one rank per host: the latest, this commit's preferred
+        key = (r["hosts"], r["rate"], r["variant"])
+        if r["slots"] == 1 and (r["commit"] == commit or baseline.get(key, {}).get("commit") != commit):
+            baseline[key] = r
     rows = [r for r in rows if r["commit"] == commit]
     runs = defaultdict(list)
     for r in rows:
@@ -34,10 +41,13 @@ def main():
           "flat KB | hier. KB | hier. bytes / one rank per host's |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     settings = sorted({k[:3] for k in runs})
+    one_s = {k: r["median_s"] for k, r in baseline.items()}
     for hosts, rate, variant in settings:
-        one = median((hosts, rate, variant, 1, "0"), "link_bytes_per_step")
+        one = baseline.get((hosts, rate, variant), {}).get("link_bytes_per_step")
         for slots in sorted({k[3] for k in runs if k[:3] == (hosts, rate, variant)}):
             flat_s = median((hosts, rate, variant, slots, "0"), "median_s")
+            if slots == 1 and flat_s is None:
+                flat_s = one_s.get((hosts, rate, variant))
             hier_s = median((hosts, rate, variant, slots, "auto"), "median_s")
             flat_b = median((hosts, rate, variant, slots, "0"), "link_bytes_per_step")
             hier_b = median((hosts, rate, variant, slots, "auto"), "link_bytes_per_step")
