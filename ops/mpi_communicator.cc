@@ -220,7 +220,11 @@ bool MpiCommunicator::hierarchical_for(size_t bytes) const {
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
-  if (hierarchical_for(bytes)) {  // between the hosts' first ranks, one per host
+  return algorithm_for(bytes, hierarchical_for(bytes));
+}
+
+AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes, bool by_host) const {
+  if (by_host) {  // between the hosts' first ranks, one per host
     return choose_allreduce_algorithm(options_.algorithm, bytes, hosts_, 1,
                                       options_.ring_threshold_bytes, options_.link);
   }
@@ -232,7 +236,8 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   const size_t element = scalar_size(type);
   require_buffer(buf, count * element, "allreduce");
   if (size_ == 1 || count == 0) return;
-  AllreduceAlgorithm algorithm = algorithm_for(count * element);
+  const bool by_host = hierarchical_for(count * element);
+  AllreduceAlgorithm algorithm = algorithm_for(count * element, by_host);
   if ((algorithm == AllreduceAlgorithm::kDoubling ||
        algorithm == AllreduceAlgorithm::kRabenseifner) &&
       count * element > options_.max_message_bytes) {
@@ -240,7 +245,7 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   }
   allreduce_calls_[static_cast<size_t>(algorithm)] += 1;
   allreduce_bytes_[static_cast<size_t>(algorithm)] += count * element;
-  if (hierarchical_for(count * element)) {
+  if (by_host) {
     hierarchical_allreduce(algorithm, buf, count, type, op);
     return;
   }
@@ -336,8 +341,9 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
 }
 
 bool MpiCommunicator::allreduce_accepts_device_memory(ScalarType type, size_t count) const {
-  if (hierarchical_for(count * scalar_size(type))) return false;  // host stages: host memory
-  return mpi_takes_device_buffer(cuda_aware_, type, algorithm_for(count * scalar_size(type)));
+  const size_t bytes = count * scalar_size(type);
+  if (hierarchical_for(bytes)) return false;  // the host stages read host memory
+  return mpi_takes_device_buffer(cuda_aware_, type, algorithm_for(bytes, false));
 }
 
 void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {

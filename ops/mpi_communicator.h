@@ -137,6 +137,8 @@ class MpiCommunicator : public Communicator {
   // Splits the hosts: node_comm_ (this host's ranks), leader_comm_/leader_ring_comm_ (every
   // host's first rank; MPI_COMM_NULL elsewhere); sets local_rank_, local_size_ and hosts_.
   void split_hosts();
+  // The algorithm of a message of `bytes` sent flat or (by_host) between the hosts' first ranks.
+  AllreduceAlgorithm algorithm_for(size_t bytes, bool by_host) const;
   // `algorithm` over `comm` (ring_comm for our own algorithms, coll_comm for MPI's).
   TrafficCounters run_allreduce(AllreduceAlgorithm algorithm, MPI_Comm coll_comm, MPI_Comm ring,
                                 size_t segment_bytes, void* buf, size_t count, ScalarType type,

@@ -273,6 +273,9 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
                  r.coordinator_cpu_seconds / steps, static_cast<unsigned long long>(r.held_steps));
     uint64_t allreduce_bytes = 0;
     for (const auto& entry : r.allreduce_bytes) allreduce_bytes += entry.second;
+    // null unless --link-counters counted them
+    const std::string link_bytes =
+        r.link_bytes ? std::to_string(static_cast<double>(r.link_bytes) / steps) : "null";
     print_per_step("allreduce_calls_per_step", r.allreduce_calls, steps, out);
     print_per_step("allreduce_bytes_per_step", r.allreduce_bytes, steps, out);
     print_per_step("collective_calls_per_step", r.collective_calls, steps, out);
@@ -280,10 +283,9 @@ void print_step_bench_json(const StepBenchResult& r, const JobDescription& job, 
     std::fprintf(out,
                  "\"allreduce_payload_bytes_per_step\": %.1f, \"link_latency_us\": %.1f, "
                  "\"link_mbit_per_s\": %.2f, \"hosts\": %d, \"hierarchical\": %s, "
-                 "\"link_bytes_per_step\": %.1f, ",
+                 "\"link_bytes_per_step\": %s, ",
                  static_cast<double>(allreduce_bytes) / steps, r.link_latency_us, r.link_mbit_per_s,
-                 r.hosts, r.hierarchical ? "true" : "false",
-                 static_cast<double>(r.link_bytes) / steps);
+                 r.hosts, r.hierarchical ? "true" : "false", link_bytes.c_str());
   } else {
     // Nothing is submitted. Rank 0's counters would only show the negotiation that peers which
     // finished first start for the final collection of the times, so none are reported.
