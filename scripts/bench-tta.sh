@@ -24,7 +24,7 @@
 # arctopk-random-efm (every row at random with the runtime's efm and no masking,
 # ARCREDUCE_EF_MASKING=0: as fast on the MLP, with the momentum in the runtime), paper
 # (ARCREDUCE_PRESET=paper: the ARC-Top-K paper's settings, its dense warm-up included; not in the
-# default set), topk
+# default set), paper-warmup-N (the same with N dense warm-up steps), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
 # ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
 # lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
@@ -96,7 +96,7 @@ variant_flags() {  # workload variant -> the flags of its program
     dense) echo "$option" dense ;;
     arctopk-default) echo "$option" arctopk ;;
     arctopk-random) echo "$option" arctopk --error-feedback ef14 ;;
-    arctopk-random-efm | paper) echo "$option" arctopk ;;
+    arctopk-random-efm | paper | paper-warmup-*) echo "$option" arctopk ;;
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
     topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
     oktopk | powersgd) echo "$option" "$2" ;;
@@ -110,6 +110,7 @@ variant_env() {  # variant -> arcrun words of the runtime settings it sets
     arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
     arctopk-random-efm) echo -x ARCREDUCE_RANDOM_ROWS=1 -x ARCREDUCE_EF_MASKING=0 ;;
     paper) echo -x ARCREDUCE_PRESET=paper ;;
+    paper-warmup-*) echo -x ARCREDUCE_PRESET=paper -x "ARCREDUCE_WARMUP_STEPS=${1#paper-warmup-}" ;;
   esac
 }
 

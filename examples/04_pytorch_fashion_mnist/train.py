@@ -91,6 +91,25 @@ def sgd(args, params):
     return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
 
 
+def pair_ef21m_with_sgd(args, settings):
+    """EF21M (as ARCREDUCE_PRESET=paper sets it) keeps a momentum of its own, which diverges
+    stacked on SGD's: as the paper pairs them, SGD runs without momentum at the learning rate
+    divided by its eta (ARCREDUCE_EF_ETA), and EF21M's state starts at zero. Returns the
+    arguments to build SGD with (the same ones for any other error feedback)."""
+    feedback = args.error_feedback or settings["error_feedback"]
+    if feedback != "ef21m" or args.momentum <= 0:
+        return args
+    eta = float(settings["ef_momentum"])
+    os.environ.setdefault("ARCREDUCE_EF_INIT", "zero")  # read by init(), which follows
+    paired = argparse.Namespace(**vars(args))
+    paired.momentum, paired.lr = 0.0, args.lr / eta
+    if int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == 0:
+        print(f"error feedback: ef21m replaces the SGD momentum (ARCREDUCE_EF_ETA={eta:g}, "
+              f"ARCREDUCE_EF_INIT={os.environ['ARCREDUCE_EF_INIT']}); SGD runs without momentum "
+              f"at lr {paired.lr:g}", flush=True)
+    return paired
+
+
 class ArcreduceExchange:
     """Gradients through arcreduce.torch's DistributedOptimizer. ``make_optimizer(args, params)``
     builds the optimizer it wraps (SGD with --lr and --momentum; examples/05 passes AdamW)."""
@@ -98,6 +117,8 @@ class ArcreduceExchange:
     def __init__(self, args, model, make_optimizer=sgd):
         import arcreduce.torch as arc
         self.arc = arc
+        if make_optimizer is sgd and args.variant in ("arctopk", "topk", "randk"):
+            args = pair_ef21m_with_sgd(args, arc.config())
         arc.init()
         self.rank, self.size = arc.rank(), arc.size()
         arc.broadcast_parameters(model.state_dict(), root_rank=0)

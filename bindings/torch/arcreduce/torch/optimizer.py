@@ -235,7 +235,9 @@ def _pair_with_optimizer(optimizer, compression):
             "error feedback 'efm', which takes the optimizer's momentum over by itself")
     if isinstance(optimizer, _ADAPTIVE_OPTIMIZERS):
         ratio = compression.ratio
-        if ratio is None and "ARCREDUCE_COMPRESS_RATIO" not in os.environ:
+        preset = os.environ.get("ARCREDUCE_PRESET", "default").strip().lower()
+        if (ratio is None and "ARCREDUCE_COMPRESS_RATIO" not in os.environ
+                and preset in ("", "default")):  # a preset sets a ratio of its own
             ratio = ADAPTIVE_RATIO
         # Under a per-coordinate step size a residual delivered late arrives as one outsized
         # step; without feedback, measured on the transformer, the loss falls faster.
