@@ -90,6 +90,13 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   return bytes >= threshold ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;
 }
 
+bool allreduce_by_host(Hierarchy hierarchy, size_t bytes, int hosts, size_t ring_threshold_bytes) {
+  if (hierarchy == Hierarchy::kOff || hosts < 2) return false;
+  if (hierarchy == Hierarchy::kOn) return true;
+  return resolve_allreduce_algorithm(AllreduceAlgorithm::kThresholds, bytes, hosts, 1,
+                                     ring_threshold_bytes) == AllreduceAlgorithm::kRing;
+}
+
 size_t ring_segment_bytes_for(size_t requested, int local_size, int size,
                               size_t max_message_bytes) {
   if (requested == 0) {

@@ -63,6 +63,14 @@ const char* hierarchy_name(Hierarchy hierarchy);
 Hierarchy parse_hierarchy(const std::string& value,
                           const std::string& variable = "ARCREDUCE_HIERARCHICAL");
 
+// Whether an All-Reduce of `bytes` goes by host in a job of `hosts` hosts where some host runs
+// several ranks (the caller knows that; on one host, or with one rank per host, nothing goes by
+// host): under kOn every one; under kAuto those the ring carries between the hosts (kThresholds'
+// choice among `hosts` ranks), as smaller ones go by trees that already send about one host's
+// bytes across the link (docs/design/communicators.md); under kOff none. MpiCommunicator and the
+// loopback world decide by this.
+bool allreduce_by_host(Hierarchy hierarchy, size_t bytes, int hosts, size_t ring_threshold_bytes);
+
 // Shared memory: large segments are fastest. Across hosts each segment should travel as one
 // eager MPI message (no rendezvous handshake queued behind the link's bulk data), so it is kept
 // within the TCP eager limit that init() gives Open MPI (runtime/mpi_environment.h).

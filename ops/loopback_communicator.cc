@@ -1,5 +1,6 @@
 #include "ops/loopback_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -51,18 +52,52 @@ class LoopbackCommunicator : public Communicator {
     Contribution mine("allreduce(count=" + std::to_string(count) + ", type=" +
                           scalar_type_name(type) + ", op=" + collective_op_name(op) + ")",
                       snapshot(buf, bytes));
+    // Every rank decides alike: the decision depends only on the call and the world.
+    const bool by_host = hierarchical() && allreduce_by_host(state_->hierarchy(), bytes, hosts(),
+                                                             kRingThresholdBytes);
+    const int per_host = by_host ? state_->ranks_per_host() : size();
     collective(
         std::move(mine),
         [&](const std::vector<Contribution>& slots, std::vector<char>* result) {
-          *result = slots[0].data;
-          for (size_t r = 1; r < slots.size(); ++r) {
-            reduce_into(result->data(), slots[r].data.data(), count, type, op);
+          // Flat: one group of all ranks. By host: each host's ranks in rank order, then the
+          // hosts' sums in host order.
+          for (size_t first = 0; first < slots.size(); first += per_host) {
+            std::vector<char> group = slots[first].data;
+            const size_t end = std::min(slots.size(), first + per_host);
+            for (size_t r = first + 1; r < end; ++r) {
+              reduce_into(group.data(), slots[r].data.data(), count, type, op);
+            }
+            if (first == 0) {
+              *result = std::move(group);
+            } else {
+              reduce_into(result->data(), group.data(), count, type, op);
+            }
           }
         },
         [&](const std::vector<Contribution>&, const std::vector<char>& result) {
           if (bytes > 0) std::memcpy(buf, result.data(), bytes);
         });
-    if (size() > 1) record(allreduce_traffic(count, scalar_size(type), size(), rank_));
+    if (size() == 1) return;
+    if (!by_host) {
+      record(allreduce_traffic(count, scalar_size(type), size(), rank_));
+      return;
+    }
+    // MpiCommunicator's host stages: a reduce into the host's first rank, the first ranks'
+    // All-Reduce, a broadcast back.
+    TrafficCounters traffic;
+    if (local_size() > 1) {
+      if (local_rank() == 0) {
+        traffic.bytes_received += bytes * static_cast<size_t>(local_size() - 1);
+      } else {
+        traffic.bytes_sent += bytes;
+      }
+    }
+    if (local_rank() == 0) {
+      add_traffic(&traffic, allreduce_traffic(count, scalar_size(type), hosts(), rank_ / per_host));
+    }
+    if (local_size() > 1)
+      add_traffic(&traffic, broadcast_traffic(bytes, local_size(), local_rank(), 0));
+    record(traffic);
   }
 
   void allgather(const void* send, size_t bytes, void* recv) override {
@@ -269,6 +304,14 @@ class LoopbackCommunicator : public Communicator {
     return {bytes_sent_.load(), bytes_received_.load(), calls_.load()};
   }
 
+  // Only the hosts and the hierarchy: the loopback world runs no algorithms and measures no link.
+  CommunicationUsage communication_usage() const override {
+    CommunicationUsage usage;
+    usage.hosts = hosts();
+    usage.hierarchical = hierarchical();
+    return usage;
+  }
+
  private:
   void collective(Contribution mine, const LoopbackState::Combine& combine,
                   const LoopbackState::Read& read) {
@@ -278,6 +321,16 @@ class LoopbackCommunicator : public Communicator {
                                                   const std::vector<char>&) {};
     state_->collective(rank_, std::move(mine), combine ? combine : kNoCombine,
                        read ? read : kNoRead);
+  }
+
+  int hosts() const {
+    const int per_host = state_->ranks_per_host();
+    return per_host > 0 ? (size() + per_host - 1) / per_host : 1;
+  }
+
+  // As MpiCommunicator::hierarchical(): several ranks on some host of a job across hosts.
+  bool hierarchical() const {
+    return state_->hierarchy() != Hierarchy::kOff && state_->ranks_per_host() > 1 && hosts() > 1;
   }
 
   void check_rank(int peer, const char* what) const {
@@ -334,14 +387,18 @@ class LoopbackCommunicator : public Communicator {
 
 }  // namespace
 
-LoopbackWorld::LoopbackWorld(int size, int ranks_per_host, std::chrono::milliseconds timeout) {
+LoopbackWorld::LoopbackWorld(int size, int ranks_per_host, std::chrono::milliseconds timeout)
+    : LoopbackWorld(size, ranks_per_host, Hierarchy::kOff, timeout) {}
+
+LoopbackWorld::LoopbackWorld(int size, int ranks_per_host, Hierarchy hierarchy,
+                             std::chrono::milliseconds timeout) {
   if (size < 1) throw Error("LoopbackWorld: size must be >= 1, got " + std::to_string(size));
   if (ranks_per_host < 0) {
     throw Error("LoopbackWorld: ranks_per_host must be >= 0, got " +
                 std::to_string(ranks_per_host));
   }
   if (timeout.count() <= 0) throw Error("LoopbackWorld: timeout must be positive");
-  state_ = std::make_shared<LoopbackState>(size, ranks_per_host, timeout);
+  state_ = std::make_shared<LoopbackState>(size, ranks_per_host, timeout, hierarchy);
 }
 
 LoopbackWorld::~LoopbackWorld() = default;

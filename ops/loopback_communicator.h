@@ -11,6 +11,11 @@
 //     recv requires the message to have exactly the requested size. isend completes at once;
 //     irecv is matched when it is waited on (earlier-posted receives of the same source and tag
 //     first, so matching follows posting order).
+//   * Several ranks per host: with ranks_per_host and a Hierarchy other than kOff, allreduce()
+//     goes by host as MpiCommunicator does (allreduce_by_host() decides per message): each
+//     host's ranks are summed in rank order, then the hosts' sums in host order; the traffic is
+//     the host stages' plus the hosts' first ranks' All-Reduce, and communication_usage() says
+//     hosts and hierarchical.
 //   * Never hangs: a wait longer than the world's timeout, LoopbackWorld::fail() or abort() fails
 //     the world; every waiting and later call then throws arcreduce::Error(kInternal) carrying the
 //     first failure reason.
@@ -21,6 +26,7 @@
 #include <memory>
 #include <string>
 
+#include "ops/allreduce_algorithm.h"
 #include "ops/communicator.h"
 
 namespace arcreduce {
@@ -33,6 +39,10 @@ class LoopbackWorld {
   // simulated host (local_rank/local_size follow); 0 puts all ranks on one host.
   explicit LoopbackWorld(int size, int ranks_per_host = 0,
                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // The same with `hierarchy` deciding which allreduce() calls sum within each host first
+  // (ARCREDUCE_HIERARCHICAL's values; the one-argument form is Hierarchy::kOff: flat).
+  LoopbackWorld(int size, int ranks_per_host, Hierarchy hierarchy,
+                std::chrono::milliseconds timeout = std::chrono::seconds(60));
   ~LoopbackWorld();
   LoopbackWorld(const LoopbackWorld&) = delete;
   LoopbackWorld& operator=(const LoopbackWorld&) = delete;

@@ -6,9 +6,11 @@
 
 namespace arcreduce {
 
-LoopbackState::LoopbackState(int size, int ranks_per_host, std::chrono::milliseconds timeout)
+LoopbackState::LoopbackState(int size, int ranks_per_host, std::chrono::milliseconds timeout,
+                             Hierarchy hierarchy)
     : size_(size),
       ranks_per_host_(ranks_per_host),
+      hierarchy_(hierarchy),
       timeout_(timeout),
       slots_(size),
       present_(size, false) {}

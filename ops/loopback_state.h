@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/allreduce_algorithm.h"
+
 namespace arcreduce {
 
 // One rank's part of a collective. `signature` names the call and every argument that must
@@ -42,10 +44,12 @@ class LoopbackState {
   // Runs on every rank without the lock once all inputs are frozen.
   using Read = std::function<void(const std::vector<Contribution>&, const std::vector<char>&)>;
 
-  LoopbackState(int size, int ranks_per_host, std::chrono::milliseconds timeout);
+  LoopbackState(int size, int ranks_per_host, std::chrono::milliseconds timeout,
+                Hierarchy hierarchy = Hierarchy::kOff);
 
   int size() const { return size_; }
   int ranks_per_host() const { return ranks_per_host_; }
+  Hierarchy hierarchy() const { return hierarchy_; }
 
   void collective(int rank, Contribution mine, const Combine& combine, const Read& read);
   void post(int src, int dst, int tag, std::vector<char> message);
@@ -69,6 +73,7 @@ class LoopbackState {
 
   const int size_;
   const int ranks_per_host_;
+  const Hierarchy hierarchy_;
   const std::chrono::milliseconds timeout_;
 
   mutable std::mutex mutex_;

@@ -213,10 +213,8 @@ void MpiCommunicator::count(Kind kind, size_t bytes) {
 }
 
 bool MpiCommunicator::hierarchical_for(size_t bytes) const {
-  if (!hierarchical_) return false;
-  if (options_.hierarchy == Hierarchy::kOn) return true;
-  return resolve_allreduce_algorithm(AllreduceAlgorithm::kThresholds, bytes, hosts_, 1,
-                                     options_.ring_threshold_bytes) == AllreduceAlgorithm::kRing;
+  return hierarchical_ &&
+         allreduce_by_host(options_.hierarchy, bytes, hosts_, options_.ring_threshold_bytes);
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
