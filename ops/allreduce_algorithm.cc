@@ -86,8 +86,15 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   // than the ring, and its non-blocking collectives make every wait for small ones poll in
   // bursts (docs/design/communicators.md).
   if (local_size >= size) return AllreduceAlgorithm::kMpi;
-  const size_t threshold = size == 2 ? kTwoRankRingThresholdBytes : ring_threshold_bytes;
-  return bytes >= threshold ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kDoubling;
+  if (bytes >= ring_threshold_for(size, ring_threshold_bytes)) return AllreduceAlgorithm::kRing;
+  return size > 2 && bytes >= ring_threshold_bytes ? AllreduceAlgorithm::kRabenseifner
+                                                   : AllreduceAlgorithm::kDoubling;
+}
+
+size_t ring_threshold_for(int size, size_t ring_threshold_bytes) {
+  if (size == 2) return kTwoRankRingThresholdBytes;
+  if (size <= kRingThresholdRanks) return ring_threshold_bytes;
+  return ring_threshold_bytes / kRingThresholdRanks * static_cast<size_t>(size);
 }
 
 bool allreduce_by_host(Hierarchy hierarchy, size_t bytes, int hosts, size_t ring_threshold_bytes) {

@@ -37,15 +37,25 @@ AllreduceAlgorithm parse_allreduce_algorithm(
     const std::string& value, const std::string& variable = "ARCREDUCE_ALLREDUCE_ALGORITHM");
 
 // The decision kThresholds makes (and kAuto's without a measured link), exposed so it can be
-// tested and logged; kAuto and kThresholds return one of ring, doubling and mpi, every other
-// algorithm returns itself. `ring_threshold_bytes` applies from three ranks, where recursive
-// doubling sends more bytes than the ring (log2 P times the message against 2 (P - 1) / P times
-// it); at two ranks both send the message once, doubling in one round, and the ring takes over only
-// from kTwoRankRingThresholdBytes, where its segments pay.
+// tested and logged; kAuto and kThresholds return one of ring, rabenseifner, doubling and mpi,
+// every other algorithm returns itself. `ring_threshold_bytes` applies from three ranks, where
+// recursive doubling sends more bytes than the ring (log2 P times the message against 2 (P - 1) / P
+// times it); at two ranks both send the message once, doubling in one round, and the ring takes
+// over only from kTwoRankRingThresholdBytes, where its segments pay. Beyond kRingThresholdRanks
+// ranks the ring's 2 (P - 1) rounds each move 1/P of the message, so its threshold grows with P
+// (ring_threshold_for()); between the two thresholds Rabenseifner sends the ring's bytes in
+// 2 log2 P rounds.
 AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, size_t bytes, int size,
                                                int local_size, size_t ring_threshold_bytes);
 constexpr size_t kRingThresholdBytes = size_t{256} << 10;
 constexpr size_t kTwoRankRingThresholdBytes = size_t{1} << 20;
+constexpr int kRingThresholdRanks = 8;
+// The ring's threshold among `size` ranks: kTwoRankRingThresholdBytes at two,
+// `ring_threshold_bytes` up to kRingThresholdRanks, above that in proportion to the ranks, so that
+// each rank's chunk stays at least ring_threshold_bytes / kRingThresholdRanks (32 KiB by default).
+// A function of the rank count alone, so the ring's line (which sums in another order than the
+// trees) does not move with a measurement.
+size_t ring_threshold_for(int size, size_t ring_threshold_bytes);
 
 // Whether allreduce() reduces within each host first (ARCREDUCE_HIERARCHICAL): the host's ranks
 // sum into its first rank over shared memory, the hosts' first ranks reduce across hosts, and each

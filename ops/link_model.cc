@@ -65,13 +65,13 @@ AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size
         requested == AllreduceAlgorithm::kAuto ? AllreduceAlgorithm::kThresholds : requested;
     return resolve_allreduce_algorithm(thresholds, bytes, size, local_size, ring_threshold_bytes);
   }
-  // Whether the ring runs stays the thresholds' decision, a function of the message size alone:
-  // the ring sums in another order than the trees, and a choice that followed the measurement
-  // across that line would make the same job's results differ from run to run. Below it, the
-  // model picks between doubling and Rabenseifner, which give the same bits.
+  // Whether the ring runs stays the thresholds' decision, a function of the message size and the
+  // rank count alone: the ring sums in another order than the trees, and a choice that followed
+  // the measurement across that line would make the same job's results differ from run to run.
+  // Below it, the model picks between doubling and Rabenseifner, which give the same bits.
   const AllreduceAlgorithm fixed = resolve_allreduce_algorithm(
       AllreduceAlgorithm::kThresholds, bytes, size, local_size, ring_threshold_bytes);
-  if (fixed != AllreduceAlgorithm::kDoubling) return fixed;
+  if (fixed == AllreduceAlgorithm::kRing || fixed == AllreduceAlgorithm::kMpi) return fixed;
   // At two ranks Rabenseifner sends what doubling sends in one more round: never faster.
   if (size == 2) return AllreduceAlgorithm::kDoubling;
   const double doubling =

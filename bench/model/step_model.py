@@ -28,7 +28,7 @@ from collections import defaultdict
 VARIANTS = ["dense", "arctopk", "topk", "oktopk", "powersgd"]
 NAMES = {"dense": "dense", "arctopk": "ARC-Top-K", "topk": "All-Gather Top-K",
          "oktopk": "Ok-Topk", "powersgd": "PowerSGD"}
-RING_BYTES = 256 * 1024  # the runtime's ring threshold (ops/link_model.h)
+RING_BYTES = 256 * 1024  # the runtime's ring threshold up to 8 ranks (ops/allreduce_algorithm.h)
 # Backward's share of a step's compute, behind which the collectives run (forward 1 GEMM per
 # layer, backward 2, the optimizer a pass over the weights).
 BACKWARD_SHARE = 0.6
@@ -88,11 +88,26 @@ SCALING = {
 SIZE_FREE = {"alltoallv", "broadcast", "gatherv"}  # counts and negotiation: not the model's size
 
 
-def choose(p, n):
-    """The runtime's `auto` across hosts for a message of n bytes (ops/link_model.cc)."""
-    if n >= (4 * RING_BYTES if p == 2 else RING_BYTES):
+def ring_threshold(p):
+    """Where the ring takes over among p ranks (ops/allreduce_algorithm.cc, ring_threshold_for):
+    1 MiB at two ranks, 256 KiB up to 8, then 32 KiB a rank."""
+    if p == 2:
+        return 4 * RING_BYTES
+    return RING_BYTES if p <= 8 else RING_BYTES // 8 * p
+
+
+def choose(p, n, latency, per_byte):
+    """The runtime's `auto` across hosts for a message of n bytes (ops/link_model.cc): the ring
+    from its threshold, below it the tree of least time on the link (doubling at two ranks)."""
+    if n >= ring_threshold(p):
         return "ring"
-    return min(("rabenseifner", "doubling"), key=lambda a: allreduce_cost(a, p, n))
+    if p == 2:
+        return "doubling"
+
+    def seconds(algorithm):
+        rounds, nbytes = allreduce_cost(algorithm, p, n)
+        return rounds * latency + nbytes * per_byte
+    return min(("rabenseifner", "doubling"), key=seconds)
 
 
 def comm_seconds(row, p, latency, per_byte, size_scale=1.0, p0=None, rechoose=False, burst=0.0):
@@ -105,7 +120,7 @@ def comm_seconds(row, p, latency, per_byte, size_scale=1.0, p0=None, rechoose=Fa
         if c <= 0:
             continue
         n = payload.get(algorithm, 0) / c * size_scale
-        chosen = choose(p, n) if rechoose else algorithm
+        chosen = choose(p, n, latency, per_byte) if rechoose else algorithm
         rounds, nbytes = allreduce_cost(chosen, p, n)
         parts["allreduce"] += c * (rounds * latency + nbytes * per_byte)
         rounds_total += c * rounds

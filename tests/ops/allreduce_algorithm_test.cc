@@ -95,6 +95,24 @@ TEST(AllreduceAlgorithmTest, AutoPicksRingOrDoublingOnlyAcrossHosts) {
     return resolve_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, size, 1,
                                        MpiCommunicatorOptions{}.ring_threshold_bytes);
   };
+  // Beyond 8 ranks the ring's threshold grows with the ranks (32 KiB a rank's chunk), and
+  // Rabenseifner takes the band between: 512 KiB at 16 ranks, 8 MiB at 256.
+  for (int size : {16, 256}) {
+    const size_t ring = size_t{32 << 10} * size;
+    EXPECT_EQ(ring_threshold_for(size, kRingThresholdBytes), ring);
+    EXPECT_EQ(by_default(ring, size), AllreduceAlgorithm::kRing) << size;
+    EXPECT_EQ(by_default(ring - 1, size), AllreduceAlgorithm::kRabenseifner) << size;
+    EXPECT_EQ(by_default(256 << 10, size), AllreduceAlgorithm::kRabenseifner) << size;
+    EXPECT_EQ(by_default((256 << 10) - 1, size), AllreduceAlgorithm::kDoubling) << size;
+    EXPECT_FALSE(allreduce_by_host(Hierarchy::kAuto, ring - 1, size, kRingThresholdBytes));
+    EXPECT_TRUE(allreduce_by_host(Hierarchy::kAuto, ring, size, kRingThresholdBytes));
+  }
+  for (int size : {3, 5, 8}) {
+    EXPECT_EQ(ring_threshold_for(size, kRingThresholdBytes), kRingThresholdBytes);
+    EXPECT_EQ(by_default(256 << 10, size), AllreduceAlgorithm::kRing) << size;
+  }
+  EXPECT_EQ(ring_threshold_for(9, 1024), 1152u);  // 1024 / 8 * 9
+  EXPECT_EQ(ring_threshold_for(2, 1024), kTwoRankRingThresholdBytes);
   EXPECT_EQ(by_default(256 << 10, 4), AllreduceAlgorithm::kRing);
   EXPECT_EQ(by_default((256 << 10) - 1, 4), AllreduceAlgorithm::kDoubling);
   EXPECT_EQ(by_default(256 << 10, 2), AllreduceAlgorithm::kDoubling);

@@ -67,7 +67,10 @@ TEST(LinkModelTest, AutoKeepsTheRingWhereTheThresholdsPutItAndPicksAmongTheTrees
                          size_t{1} << 20, size_t{1} << 24}) {
       for (const LinkModel& link : {slow, link_of(50, 10000, 0.5), link_of(2000, 25)}) {
         const AllreduceAlgorithm chosen = auto_choice(bytes, size, link);
-        const bool ring_by_size = size > 2 ? bytes >= (256u << 10) : bytes >= (1u << 20);
+        // The ring from 256 KiB (1 MiB at two ranks), beyond 8 ranks from 32 KiB a rank.
+        const size_t ring_from =
+            size == 2 ? (1u << 20) : (size <= 8 ? (256u << 10) : (32u << 10) * size);
+        const bool ring_by_size = bytes >= ring_from;
         AllreduceAlgorithm expected = AllreduceAlgorithm::kRing;
         if (!ring_by_size) {
           const double raben =
