@@ -6,7 +6,7 @@
 Steps: the bench-tta rows (results.jsonl in each DIR) of the workload, per variant and seed (a
 run that reached its target stops there; dense trains its whole budget and defines the target).
 Step times: scripts/bench-lm-steps.sh's rows, per rate and variant. DDP averages gradients as the
-dense path does and is given dense's steps. Prints, per rate, the median steps over the seeds,
+dense path does and is given dense's steps where it was not trained itself. Prints, per rate, the median steps over the seeds,
 the step time, the composed time and its multiple of DDP's and of All-Gather Top-K's.
 """
 import argparse
@@ -33,7 +33,7 @@ def main():
             last = r["points"][-1]["step"]
             reached = r.get("reached") or v == "dense"
             steps.setdefault(v, {})[r["seed"]] = last if reached else None
-    if "dense" in steps:
+    if "dense" in steps and "ddp" not in steps:  # not trained: DDP averages as dense does
         steps["ddp"] = dict(steps["dense"])
     times = {}
     for line in open(a.steps):
