@@ -120,6 +120,33 @@ foreach(_case "arctopk|0|4" "randk|0|4" "ddp-powersgd|0|4" "dense|1|0")
     FAIL_REGULAR_EXPRESSION "Traceback")
 endforeach()
 
+# ARCREDUCE_PRESET=paper through the examples: examples/04 pairs its EF21M with SGD as the paper
+# does (no momentum, lr / eta) instead of being refused, and compresses after a warm-up of 2
+# steps; examples/05's AdamW keeps the preset's ratio 0.2 (not the adaptive default).
+set(_name example_04_preset_paper_np2)
+add_test(NAME ${_name}
+  COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1
+          -x MASTER_PORT=29533 -x ARCREDUCE_PRESET=paper -x ARCREDUCE_WARMUP_STEPS=2
+          -- ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/examples/04_pytorch_fashion_mnist/train.py
+          --variant arctopk --tta --max-steps 4 --eval-every 2 --target-accuracy 0
+          --train-samples 512 --test-samples 256 --batch-size 32
+          --data-dir ${ARCREDUCE_FASHION_MNIST_DIR})
+set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
+  ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_04_port
+  PASS_REGULAR_EXPRESSION "SGD runs without momentum at lr 0.5.*\"error_feedback_used\": \"ef21m\".*\"step\": 4, [^]]*\"bytes_per_step\": [1-9]"
+  FAIL_REGULAR_EXPRESSION "Traceback")
+set(_name example_05_preset_paper_np2)
+add_test(NAME ${_name}
+  COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
+          -x ARCREDUCE_PRESET=paper -x ARCREDUCE_WARMUP_STEPS=2
+          -- ${ARCREDUCE_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/examples/05_char_transformer/train.py
+          --variant arctopk --steps 4 --eval-every 2 --eval-batches 1 --batch-size 2
+          --context 16 --width 32 --layers 1 --heads 2 --json)
+set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi;example" PROCESSORS 2
+  ENVIRONMENT "${_torch_env}" RESOURCE_LOCK example_05_port
+  PASS_REGULAR_EXPRESSION "\"ratio_used\": 0.2, \"error_feedback\": \"default\", \"error_feedback_used\": \"ef21m\""
+  FAIL_REGULAR_EXPRESSION "Traceback")
+
 # bench/e2e/torch_step_bench.py's overlap measurement: a few interleaved compute-only,
 # communication-only and overlapped steps through arcreduce.torch end with the "overlap" line,
 # after the step line; it is refused for a variant without arcreduce.

@@ -190,6 +190,16 @@ def test_adaptive_optimizers_get_their_own_ratio_and_no_feedback(runtime, monkey
     monkeypatch.setenv("ARCREDUCE_COMPRESS_RATIO", "0.02")
     c = paired(torch.optim.Adam(model.parameters(), lr=1e-3), "randk")
     assert (c.ratio, c.error_feedback) == (None, "none")  # the runtime's 0.02 applies
+    # A preset sets a ratio too: ARCREDUCE_PRESET=paper's 0.2 applies, and its ef21m stays.
+    monkeypatch.delenv("ARCREDUCE_COMPRESS_RATIO")
+    monkeypatch.setenv("ARCREDUCE_PRESET", "paper")
+    c = paired(torch.optim.AdamW(model.parameters(), lr=1e-3), "arctopk")
+    assert (c.ratio, c.error_feedback) == (None, None)
+    assert (arc.config()["compress_ratio"], arc.config()["error_feedback"]) == (0.2, "ef21m")
+    monkeypatch.setenv("ARCREDUCE_PRESET", "default")
+    c = paired(torch.optim.AdamW(model.parameters(), lr=1e-3), "arctopk")
+    assert (c.ratio, c.error_feedback) == (ADAPTIVE_RATIO, "none")
+    monkeypatch.delenv("ARCREDUCE_PRESET")
     # Not adaptive: SGD without momentum, and an optimizer of the user's own.
     class Sign(torch.optim.Optimizer):
         def __init__(self, params):
