@@ -4,7 +4,8 @@
   compose_steps.py --tta DIR [--tta DIR ...] --steps RESULTS.jsonl [--workload lm]
 
 Steps: the bench-tta rows (results.jsonl in each DIR) of the workload, per variant and seed (a
-run that reached its target stops there; dense trains its whole budget and defines the target).
+run that reached its target stops there; dense trains its whole budget, defines the target, and
+is counted to the first evaluation at it, as bench/tta/make_report.py counts it).
 Step times: scripts/bench-lm-steps.sh's rows, per rate and variant. DDP averages gradients as the
 dense path does and is given dense's steps where it was not trained itself. Prints, per rate, the median steps over the seeds,
 the step time, the composed time and its multiple of DDP's and of All-Gather Top-K's.
@@ -17,6 +18,18 @@ import statistics
 NAMES = {"arctopk-default": "arctopk"}  # bench-tta's variant -> bench-lm-steps' variant
 
 
+def first_at(points, target, loss):
+    """The first evaluated step at the target (a loss at or below it, an accuracy at or above
+    it; bench/tta/make_report.py's rule), or the last step where no other variant set one."""
+    if target is None:
+        return points[-1]["step"]
+    for p in points:
+        value = p["val_loss"] if loss else p["test_accuracy"]
+        if (value <= target) if loss else (value >= target):
+            return p["step"]
+    return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tta", action="append", required=True)
@@ -24,15 +37,21 @@ def main():
     p.add_argument("--workload", default="lm")
     a = p.parse_args()
     steps = {}  # variant -> {seed: steps or None}
+    rows = []
     for d in a.tta:
         for line in open(os.path.join(d, "results.jsonl")):
             r = json.loads(line)
-            if r.get("workload") != a.workload or r.get("failed"):
-                continue
-            v = NAMES.get(r["variant"], r["variant"])
-            last = r["points"][-1]["step"]
-            reached = r.get("reached") or v == "dense"
-            steps.setdefault(v, {})[r["seed"]] = last if reached else None
+            if r.get("workload") == a.workload and not r.get("failed"):
+                rows.append(r)
+    targets = {r["seed"]: r["target"] for r in rows if r["variant"] != "dense"}
+    for r in rows:
+        v = NAMES.get(r["variant"], r["variant"])
+        if v == "dense":  # trains its whole budget: its steps to the target its curve set
+            steps.setdefault(v, {})[r["seed"]] = first_at(r["points"], targets.get(r["seed"]),
+                                                          a.workload == "lm")
+        else:  # stops at the target, or at its budget
+            steps.setdefault(v, {})[r["seed"]] = r["points"][-1]["step"] if r.get("reached") \
+                else None
     if "dense" in steps and "ddp" not in steps:  # not trained: DDP averages as dense does
         steps["ddp"] = dict(steps["dense"])
     times = {}
