@@ -111,7 +111,7 @@ class LoopbackCommunicator : public Communicator {
                      std::memcpy(static_cast<char*>(recv) + r * bytes, slots[r].data.data(), bytes);
                  }
                });
-    record(allgatherv_traffic(std::vector<size_t>(size(), bytes), rank_));
+    record(allgather_traffic(std::vector<size_t>(size(), bytes)));
   }
 
   void allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes) override {
@@ -133,7 +133,7 @@ class LoopbackCommunicator : public Communicator {
                    out += slot.data.size();
                  }
                });
-    record(allgatherv_traffic(recv_bytes, rank_));
+    record(allgather_traffic(recv_bytes));
   }
 
   void gatherv(const std::string& send, std::vector<std::string>* blocks, int root) override {
@@ -321,6 +321,27 @@ class LoopbackCommunicator : public Communicator {
                                                   const std::vector<char>&) {};
     state_->collective(rank_, std::move(mine), combine ? combine : kNoCombine,
                        read ? read : kNoRead);
+  }
+
+  // Flat, or by host as MpiCommunicator does it where the job is hierarchical: the host's other
+  // ranks send their blocks to its first rank, the first ranks All-Gather their hosts' blocks,
+  // and the result goes back as a broadcast within the host.
+  TrafficCounters allgather_traffic(const std::vector<size_t>& block_bytes) const {
+    size_t total = 0;
+    for (size_t b : block_bytes) total += b;
+    if (!hierarchical() || total == 0) return allgatherv_traffic(block_bytes, rank_);
+    const int per_host = state_->ranks_per_host();
+    std::vector<size_t> host_bytes(hosts(), 0);
+    for (size_t r = 0; r < block_bytes.size(); ++r) host_bytes[r / per_host] += block_bytes[r];
+    const int host = rank_ / per_host;
+    TrafficCounters traffic = broadcast_traffic(total, local_size(), local_rank(), 0);
+    if (local_rank() == 0) {
+      add_traffic(&traffic, allgatherv_traffic(host_bytes, host));
+      traffic.bytes_received += host_bytes[host] - block_bytes[rank_];
+    } else {
+      traffic.bytes_sent += block_bytes[rank_];
+    }
+    return traffic;
   }
 
   int hosts() const {

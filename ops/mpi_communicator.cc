@@ -124,13 +124,18 @@ void MpiCommunicator::split_hosts() {
   }
   const int color = local_rank_ == 0 ? 0 : MPI_UNDEFINED;
   ARC_MPI_CHECK(MPI_Comm_split(comm_, color, rank_, &leader_comm_));
+  int host[2] = {1, 0};  // the hosts, and this host's index among them
   if (leader_comm_ != MPI_COMM_NULL) {
     ARC_MPI_CHECK(MPI_Comm_set_errhandler(leader_comm_, MPI_ERRORS_RETURN));
-    ARC_MPI_CHECK(MPI_Comm_size(leader_comm_, &hosts_));
+    ARC_MPI_CHECK(MPI_Comm_size(leader_comm_, &host[0]));
+    ARC_MPI_CHECK(MPI_Comm_rank(leader_comm_, &host[1]));
     ARC_MPI_CHECK(MPI_Comm_dup(leader_comm_, &leader_ring_comm_));
     ARC_MPI_CHECK(MPI_Comm_set_errhandler(leader_ring_comm_, MPI_ERRORS_RETURN));
   }
-  if (!options_.hosts_apart) ARC_MPI_CHECK(MPI_Bcast(&hosts_, 1, MPI_INT, 0, node_comm_));
+  if (!options_.hosts_apart) ARC_MPI_CHECK(MPI_Bcast(host, 2, MPI_INT, 0, node_comm_));
+  hosts_ = host[0];
+  host_of_.resize(size_);
+  ARC_MPI_CHECK(MPI_Allgather(&host[1], 1, MPI_INT, host_of_.data(), 1, MPI_INT, comm_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -282,62 +287,6 @@ TrafficCounters MpiCommunicator::run_allreduce(AllreduceAlgorithm algorithm, MPI
   return allreduce_traffic(count, element, ranks, rank);
 }
 
-// Every rank ends with its host's first rank's result, which the first ranks computed together,
-// so replicas stay bit-identical; the sums within a host run in MPI's order, the same each call.
-void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
-                                             ScalarType type, CollectiveOp op) {
-  const size_t element = scalar_size(type);
-  const size_t bytes = count * element;
-  const MpiReduction reduction = reduce_ops_.lookup(type, op);
-  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
-  char* data = static_cast<char*>(buf);
-  TrafficCounters traffic;
-  // The host's ranks first wait for each other by the wait policy (sleeping by default: a rank
-  // may wait for a slower one, or for its first rank's exchange across hosts), then move the
-  // data polling with yields: Open MPI advances a non-blocking collective only when tested,
-  // shared memory has no socket to take the bytes meanwhile, and once all are there the stage
-  // lasts milliseconds. Polling through the whole wait would take the host's CPU from the rank
-  // that has work to do.
-  WaitPolicy local = options_.wait;
-  if (local.mode == WaitMode::kSleep) local.mode = WaitMode::kYield;
-  const auto gather_host = [&] {
-    MPI_Request request = MPI_REQUEST_NULL;
-    ARC_MPI_CHECK(MPI_Ibarrier(node_comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
-  };
-  if (local_size_ > 1) {
-    gather_host();
-    for (size_t done = 0; done < count; done += step) {
-      const int n = static_cast<int>(std::min(step, count - done));
-      char* piece = data + done * element;
-      MPI_Request request = MPI_REQUEST_NULL;
-      ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n,
-                                reduction.datatype, reduction.op, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
-    }
-    if (local_rank_ == 0) {
-      traffic.bytes_received += bytes * static_cast<size_t>(local_size_ - 1);
-    } else {
-      traffic.bytes_sent += bytes;
-    }
-  }
-  if (leader_comm_ != MPI_COMM_NULL) {
-    add_traffic(&traffic, run_allreduce(algorithm, leader_comm_, leader_ring_comm_,
-                                        leader_segment_bytes_, buf, count, type, op));
-  }
-  if (local_size_ > 1) {
-    gather_host();
-    for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
-      const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
-      MPI_Request request = MPI_REQUEST_NULL;
-      ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n));
-    }
-    add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
-  }
-  record(traffic);
-}
-
 bool MpiCommunicator::allreduce_accepts_device_memory(ScalarType type, size_t count) const {
   const size_t bytes = count * scalar_size(type);
   if (hierarchical_for(bytes)) return false;  // the host stages read host memory
@@ -351,6 +300,9 @@ void MpiCommunicator::allgather(const void* send, size_t bytes, void* recv) {
     return allgatherv(send, recv, std::vector<size_t>(size_, bytes));
   }
   count(kAllgather, bytes);
+  if (hierarchical_ && bytes > 0 && bytes * size_ <= options_.max_message_bytes) {
+    return allgatherv_by_host(send, recv, std::vector<size_t>(size_, bytes), bytes * size_);
+  }
   if (bytes > 0) {
     MPI_Request request = MPI_REQUEST_NULL;
     ARC_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
@@ -377,6 +329,7 @@ void MpiCommunicator::allgatherv(const void* send, void* recv,
     record(allgatherv_traffic(recv_bytes, rank_));
     return;
   }
+  if (hierarchical_) return allgatherv_by_host(send, recv, recv_bytes, total);
   std::vector<int> counts(size_), displs(size_);
   size_t offset = 0;
   for (int r = 0; r < size_; ++r) {

@@ -135,7 +135,8 @@ class MpiCommunicator : public Communicator {
   P2pRequest start(Transfer transfer);
   void ring_allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes);
   // Splits the hosts: node_comm_ (this host's ranks), leader_comm_/leader_ring_comm_ (every
-  // host's first rank; MPI_COMM_NULL elsewhere); sets local_rank_, local_size_ and hosts_.
+  // host's first rank; MPI_COMM_NULL elsewhere); sets local_rank_, local_size_, hosts_ and
+  // host_of_.
   void split_hosts();
   // The algorithm of a message of `bytes` sent flat or (by_host) between the hosts' first ranks.
   AllreduceAlgorithm algorithm_for(size_t bytes, bool by_host) const;
@@ -143,9 +144,17 @@ class MpiCommunicator : public Communicator {
   TrafficCounters run_allreduce(AllreduceAlgorithm algorithm, MPI_Comm coll_comm, MPI_Comm ring,
                                 size_t segment_bytes, void* buf, size_t count, ScalarType type,
                                 CollectiveOp op);
-  // Within the host to its first rank, across hosts among first ranks, back within the host.
+  // The stages by host (ops/mpi_host_stages.cc). The All-Reduce: within the host to its first
+  // rank, across hosts among first ranks, back within the host. The All-Gather (of `total` <=
+  // max_message_bytes bytes): gathered at each host's first rank, All-Gathered among them, handed
+  // back within the host.
   void hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
                               ScalarType type, CollectiveOp op);
+  void allgatherv_by_host(const void* send, void* recv, const std::vector<size_t>& recv_bytes,
+                          size_t total);
+  // The host's ranks meet (waiting by the wait policy); the wait while a host stage moves data.
+  void meet_host();
+  WaitPolicy moving_wait() const;
   void release() noexcept;
 
   MpiCommunicatorOptions options_;
@@ -154,6 +163,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm node_comm_ = MPI_COMM_NULL, leader_comm_ = MPI_COMM_NULL;
   MPI_Comm leader_ring_comm_ = MPI_COMM_NULL;
   int hosts_ = 1;
+  std::vector<int> host_of_;  // by rank: its host's index among the hosts' first ranks
   bool hierarchical_ = false;
   size_t leader_segment_bytes_ = 0;  // the ring's segment between hosts (hierarchical)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;

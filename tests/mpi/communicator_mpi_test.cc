@@ -28,6 +28,7 @@
 #include "ops/mpi_check.h"
 #include "ops/mpi_communicator.h"
 #include "ops/mpi_cuda_support.h"
+#include "ops/traffic_estimates.h"
 
 namespace arcreduce {
 namespace {
@@ -246,6 +247,43 @@ TEST_F(MpiCommunicatorTest, AllgatherAndAllgatherv) {
     }
     EXPECT_EQ(all, expected) << bytes;
   }
+}
+
+// By host (--ranks-per-host with the hierarchy on), an All-Gather's blocks cross each host's link
+// once: the host's other ranks send theirs to its first rank, the first ranks All-Gather their
+// hosts' blocks, and the whole result goes back as a broadcast within the host. Flat otherwise.
+TEST_F(MpiCommunicatorTest, AllgatherByHostCountsItsStages) {
+  std::vector<size_t> sizes(size());
+  for (int r = 0; r < size(); ++r) sizes[r] = block_size(r, 1000);
+  const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+  const std::vector<char> block = pattern(sizes[rank()], rank());
+  std::vector<char> all(total);
+  const TrafficCounters before = comm_->traffic();
+  comm_->allgatherv(block.data(), all.data(), sizes);
+  const TrafficCounters after = comm_->traffic();
+  TrafficCounters want = allgatherv_traffic(sizes, rank());
+  const int per_host = g_options.ranks_per_host;
+  if (comm_->hierarchical() && total <= comm_->options().max_message_bytes) {
+    const int host = rank() / per_host, local = rank() % per_host;
+    const int local_size = std::min(per_host, size() - host * per_host);
+    std::vector<size_t> host_bytes(comm_->hosts(), 0);
+    for (int r = 0; r < size(); ++r) host_bytes[r / per_host] += sizes[r];
+    want = broadcast_traffic(total, local_size, local, 0);
+    if (local == 0) {
+      add_traffic(&want, allgatherv_traffic(host_bytes, host));
+      want.bytes_received += host_bytes[host] - sizes[rank()];
+    } else {
+      want.bytes_sent += sizes[rank()];
+    }
+  }
+  EXPECT_EQ(after.bytes_sent - before.bytes_sent, want.bytes_sent);
+  EXPECT_EQ(after.bytes_received - before.bytes_received, want.bytes_received);
+  std::vector<char> expected;
+  for (int r = 0; r < size(); ++r) {
+    const std::vector<char> b = pattern(sizes[r], r);
+    expected.insert(expected.end(), b.begin(), b.end());
+  }
+  EXPECT_EQ(all, expected);
 }
 
 TEST_F(MpiCommunicatorTest, GathervAndBroadcastFromEveryRoot) {

@@ -155,6 +155,58 @@ TEST(LoopbackHierarchy, TrafficIsTheHostStagesPlusTheFirstRanksAllReduce) {
   }
 }
 
+// By host an All-Gather's result is the flat one; its blocks cross each host's link once: the
+// host's other ranks send theirs to its first rank, the first ranks All-Gather their hosts'
+// blocks (a flat world of one rank per host), and the result goes back within the host.
+TEST(LoopbackHierarchy, AllgatherByHostCountsItsStages) {
+  for (const Layout& l : kLayouts) {
+    const int hosts = (l.ranks + l.per_host - 1) / l.per_host;
+    std::vector<size_t> sizes(l.ranks);
+    for (int r = 0; r < l.ranks; ++r) sizes[r] = 100 + 37 * r;
+    size_t total = 0;
+    for (size_t b : sizes) total += b;
+    std::vector<size_t> host_bytes(hosts, 0);
+    for (int r = 0; r < l.ranks; ++r) host_bytes[r / l.per_host] += sizes[r];
+    std::vector<TrafficCounters> by_host(l.ranks), leaders(hosts);
+    std::vector<std::vector<char>> gathered(l.ranks);
+    LoopbackWorld world(l.ranks, l.per_host, Hierarchy::kAuto);
+    run_ranks(world, [&](Communicator& comm) {
+      const int r = comm.rank();
+      std::vector<char> block(sizes[r], static_cast<char>('a' + r));
+      gathered[r].resize(total);
+      comm.allgatherv(block.data(), gathered[r].data(), sizes);
+      by_host[r] = comm.traffic();
+    });
+    run_ranks(hosts, [&](Communicator& comm) {
+      std::vector<char> block(host_bytes[comm.rank()]), all(total);
+      comm.allgatherv(block.data(), all.data(), host_bytes);
+      leaders[comm.rank()] = comm.traffic();
+    });
+    std::vector<char> flat;
+    for (int r = 0; r < l.ranks; ++r) flat.insert(flat.end(), sizes[r], static_cast<char>('a' + r));
+    for (int r = 0; r < l.ranks; ++r) {
+      EXPECT_EQ(gathered[r], flat);
+      const int host = r / l.per_host, local = r % l.per_host;
+      const int local_size = std::min(l.per_host, l.ranks - host * l.per_host);
+      uint64_t sent = 0, received = 0;
+      if (local_size > 1) {
+        const TrafficCounters back = broadcast_traffic_of(local_size, total)[local];
+        sent += back.bytes_sent;
+        received += back.bytes_received;
+      }
+      if (local == 0) {
+        sent += leaders[host].bytes_sent;
+        received += leaders[host].bytes_received + host_bytes[host] - sizes[r];
+      } else {
+        sent += sizes[r];
+      }
+      EXPECT_EQ(by_host[r].bytes_sent, sent) << l.ranks << "/" << l.per_host << " rank " << r;
+      EXPECT_EQ(by_host[r].bytes_received, received)
+          << l.ranks << "/" << l.per_host << " rank " << r;
+    }
+  }
+}
+
 // Under kAuto a message goes by host where the ring would carry it between the hosts.
 TEST(LoopbackHierarchy, AutoSendsByHostWhatTheRingCarriesBetweenHosts) {
   const size_t small = 16;

@@ -1,0 +1,138 @@
+// MpiCommunicator's stages by host (ARCREDUCE_HIERARCHICAL; docs/design/communicators.md,
+// "Several ranks per host"): an All-Reduce summed within each host first, and an All-Gather
+// whose blocks cross each host's link once.
+#include "ops/mpi_communicator.h"
+
+#include <cstring>
+
+#include "ops/mpi_check.h"
+#include "ops/mpi_wait.h"
+#include "ops/traffic_estimates.h"
+
+namespace arcreduce {
+
+// The host's ranks first wait for each other by the wait policy (sleeping by default: a rank may
+// wait for a slower one, or for its first rank's exchange across hosts).
+void MpiCommunicator::meet_host() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ARC_MPI_CHECK(MPI_Ibarrier(node_comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, options_.wait);
+}
+
+// Once all are there, a host stage moves its data polling with yields: Open MPI advances a
+// non-blocking collective only when tested, shared memory has no socket to take the bytes
+// meanwhile, and the stage lasts milliseconds. Polling through the whole wait would take the
+// host's CPU from the rank that has work to do.
+WaitPolicy MpiCommunicator::moving_wait() const {
+  WaitPolicy local = options_.wait;
+  if (local.mode == WaitMode::kSleep) local.mode = WaitMode::kYield;
+  return local;
+}
+
+// Every rank ends with its host's first rank's result, which the first ranks computed together,
+// so replicas stay bit-identical; the sums within a host run in MPI's order, the same each call.
+void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
+                                             ScalarType type, CollectiveOp op) {
+  const size_t element = scalar_size(type);
+  const size_t bytes = count * element;
+  const MpiReduction reduction = reduce_ops_.lookup(type, op);
+  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  char* data = static_cast<char*>(buf);
+  TrafficCounters traffic;
+  // The host's ranks first wait for each other by the wait policy (sleeping by default: a rank
+  // may wait for a slower one, or for its first rank's exchange across hosts), then move the
+  // data polling with yields: Open MPI advances a non-blocking collective only when tested,
+  // shared memory has no socket to take the bytes meanwhile, and once all are there the stage
+  // lasts milliseconds. Polling through the whole wait would take the host's CPU from the rank
+  // that has work to do.
+  const WaitPolicy local = moving_wait();
+  if (local_size_ > 1) {
+    meet_host();
+    for (size_t done = 0; done < count; done += step) {
+      const int n = static_cast<int>(std::min(step, count - done));
+      char* piece = data + done * element;
+      MPI_Request request = MPI_REQUEST_NULL;
+      ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n,
+                                reduction.datatype, reduction.op, 0, node_comm_, &request));
+      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
+    }
+    if (local_rank_ == 0) {
+      traffic.bytes_received += bytes * static_cast<size_t>(local_size_ - 1);
+    } else {
+      traffic.bytes_sent += bytes;
+    }
+  }
+  if (leader_comm_ != MPI_COMM_NULL) {
+    add_traffic(&traffic, run_allreduce(algorithm, leader_comm_, leader_ring_comm_,
+                                        leader_segment_bytes_, buf, count, type, op));
+  }
+  if (local_size_ > 1) {
+    meet_host();
+    for (size_t done = 0; done < bytes; done += options_.max_message_bytes) {
+      const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
+      MPI_Request request = MPI_REQUEST_NULL;
+      ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, 0, node_comm_, &request));
+      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n));
+    }
+    add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
+  }
+  record(traffic);
+}
+
+// The blocks cross each host's link once: the host's ranks gather theirs at its first rank, the
+// first ranks All-Gather their hosts' blocks, and each hands the whole result back within its
+// host. The result is the flat All-Gather's, byte for byte (blocks in rank order).
+void MpiCommunicator::allgatherv_by_host(const void* send, void* recv,
+                                         const std::vector<size_t>& recv_bytes, size_t total) {
+  // Host-major layout: host 0's ranks' blocks in rank order, then host 1's, ...
+  std::vector<size_t> host_bytes(hosts_, 0), host_offset(hosts_ + 1, 0);
+  for (int r = 0; r < size_; ++r) host_bytes[host_of_[r]] += recv_bytes[r];
+  for (int h = 0; h < hosts_; ++h) host_offset[h + 1] = host_offset[h] + host_bytes[h];
+  const int host = host_of_[rank_];
+  std::vector<int> counts, displs;  // this host's ranks within its host's part
+  for (int r = 0, offset = 0; r < size_; ++r) {
+    if (host_of_[r] != host) continue;
+    counts.push_back(static_cast<int>(recv_bytes[r]));
+    displs.push_back(offset);
+    offset += static_cast<int>(recv_bytes[r]);
+  }
+  const bool first = local_rank_ == 0;
+  std::vector<char> by_host(first ? total : 0);
+  TrafficCounters traffic;
+  meet_host();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ARC_MPI_CHECK(MPI_Igatherv(send, static_cast<int>(recv_bytes[rank_]), MPI_BYTE,
+                             first ? by_host.data() + host_offset[host] : nullptr, counts.data(),
+                             displs.data(), MPI_BYTE, 0, node_comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, moving_wait(), host_bytes[host]);
+  if (first) {
+    traffic.bytes_received += host_bytes[host] - recv_bytes[rank_];
+    std::vector<int> host_counts(hosts_), host_displs(hosts_);
+    for (int h = 0; h < hosts_; ++h) {
+      host_counts[h] = static_cast<int>(host_bytes[h]);
+      host_displs[h] = static_cast<int>(host_offset[h]);
+    }
+    ARC_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, by_host.data(), host_counts.data(),
+                                  host_displs.data(), MPI_BYTE, leader_comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, options_.wait, total);
+    add_traffic(&traffic, allgatherv_traffic(host_bytes, host));
+    // Back to rank order.
+    std::vector<size_t> next(host_offset.begin(), host_offset.end() - 1);
+    char* out = static_cast<char*>(recv);
+    for (int r = 0, offset = 0; r < size_; ++r) {
+      const size_t n = recv_bytes[r];
+      if (n > 0) std::memcpy(out + offset, by_host.data() + next[host_of_[r]], n);
+      next[host_of_[r]] += n;
+      offset += static_cast<int>(n);
+    }
+  } else {
+    traffic.bytes_sent += recv_bytes[rank_];
+  }
+  meet_host();
+  ARC_MPI_CHECK(MPI_Ibcast(recv, static_cast<int>(total), MPI_BYTE, 0, node_comm_, &request));
+  wait_request(&request, MPI_STATUS_IGNORE, moving_wait(), total);
+  add_traffic(&traffic, broadcast_traffic(total, local_size_, local_rank_, 0));
+  record(traffic);
+}
+
+}  // namespace arcreduce
