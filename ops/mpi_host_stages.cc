@@ -3,7 +3,9 @@
 // whose blocks cross each host's link once.
 #include "ops/mpi_communicator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/mpi_check.h"
 #include "ops/mpi_wait.h"
