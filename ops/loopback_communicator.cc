@@ -323,9 +323,7 @@ class LoopbackCommunicator : public Communicator {
                        read ? read : kNoRead);
   }
 
-  // Flat, or by host as MpiCommunicator does it where the job is hierarchical: the host's other
-  // ranks send their blocks to its first rank, the first ranks All-Gather their hosts' blocks,
-  // and the result goes back as a broadcast within the host.
+  // Flat, or by host as MpiCommunicator does it where the job is hierarchical.
   TrafficCounters allgather_traffic(const std::vector<size_t>& block_bytes) const {
     size_t total = 0;
     for (size_t b : block_bytes) total += b;
@@ -333,15 +331,8 @@ class LoopbackCommunicator : public Communicator {
     const int per_host = state_->ranks_per_host();
     std::vector<size_t> host_bytes(hosts(), 0);
     for (size_t r = 0; r < block_bytes.size(); ++r) host_bytes[r / per_host] += block_bytes[r];
-    const int host = rank_ / per_host;
-    TrafficCounters traffic = broadcast_traffic(total, local_size(), local_rank(), 0);
-    if (local_rank() == 0) {
-      add_traffic(&traffic, allgatherv_traffic(host_bytes, host));
-      traffic.bytes_received += host_bytes[host] - block_bytes[rank_];
-    } else {
-      traffic.bytes_sent += block_bytes[rank_];
-    }
-    return traffic;
+    return allgatherv_by_host_traffic(block_bytes, host_bytes, rank_, rank_ / per_host,
+                                      local_rank(), local_size());
   }
 
   int hosts() const {

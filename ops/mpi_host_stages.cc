@@ -41,12 +41,6 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
   const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
   char* data = static_cast<char*>(buf);
   TrafficCounters traffic;
-  // The host's ranks first wait for each other by the wait policy (sleeping by default: a rank
-  // may wait for a slower one, or for its first rank's exchange across hosts), then move the
-  // data polling with yields: Open MPI advances a non-blocking collective only when tested,
-  // shared memory has no socket to take the bytes meanwhile, and once all are there the stage
-  // lasts milliseconds. Polling through the whole wait would take the host's CPU from the rank
-  // that has work to do.
   const WaitPolicy local = moving_wait();
   if (local_size_ > 1) {
     meet_host();
@@ -100,7 +94,6 @@ void MpiCommunicator::allgatherv_by_host(const void* send, void* recv,
   }
   const bool first = local_rank_ == 0;
   std::vector<char> by_host(first ? total : 0);
-  TrafficCounters traffic;
   meet_host();
   MPI_Request request = MPI_REQUEST_NULL;
   ARC_MPI_CHECK(MPI_Igatherv(send, static_cast<int>(recv_bytes[rank_]), MPI_BYTE,
@@ -108,7 +101,6 @@ void MpiCommunicator::allgatherv_by_host(const void* send, void* recv,
                              displs.data(), MPI_BYTE, 0, node_comm_, &request));
   wait_request(&request, MPI_STATUS_IGNORE, moving_wait(), host_bytes[host]);
   if (first) {
-    traffic.bytes_received += host_bytes[host] - recv_bytes[rank_];
     std::vector<int> host_counts(hosts_), host_displs(hosts_);
     for (int h = 0; h < hosts_; ++h) {
       host_counts[h] = static_cast<int>(host_bytes[h]);
@@ -117,7 +109,6 @@ void MpiCommunicator::allgatherv_by_host(const void* send, void* recv,
     ARC_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, by_host.data(), host_counts.data(),
                                   host_displs.data(), MPI_BYTE, leader_comm_, &request));
     wait_request(&request, MPI_STATUS_IGNORE, options_.wait, total);
-    add_traffic(&traffic, allgatherv_traffic(host_bytes, host));
     // Back to rank order.
     std::vector<size_t> next(host_offset.begin(), host_offset.end() - 1);
     char* out = static_cast<char*>(recv);
@@ -127,14 +118,11 @@ void MpiCommunicator::allgatherv_by_host(const void* send, void* recv,
       next[host_of_[r]] += n;
       offset += static_cast<int>(n);
     }
-  } else {
-    traffic.bytes_sent += recv_bytes[rank_];
   }
   meet_host();
   ARC_MPI_CHECK(MPI_Ibcast(recv, static_cast<int>(total), MPI_BYTE, 0, node_comm_, &request));
   wait_request(&request, MPI_STATUS_IGNORE, moving_wait(), total);
-  add_traffic(&traffic, broadcast_traffic(total, local_size_, local_rank_, 0));
-  record(traffic);
+  record(allgatherv_by_host_traffic(recv_bytes, host_bytes, rank_, host, local_rank_, local_size_));
 }
 
 }  // namespace arcreduce

@@ -49,6 +49,21 @@ TrafficCounters broadcast_traffic(size_t bytes, int size, int rank, int root) {
   return traffic;
 }
 
+TrafficCounters allgatherv_by_host_traffic(const std::vector<size_t>& block_bytes,
+                                           const std::vector<size_t>& host_bytes, int rank,
+                                           int host, int local_rank, int local_size) {
+  size_t total = 0;
+  for (size_t b : host_bytes) total += b;
+  TrafficCounters traffic = broadcast_traffic(total, local_size, local_rank, 0);
+  if (local_rank == 0) {
+    add_traffic(&traffic, allgatherv_traffic(host_bytes, host));
+    traffic.bytes_received += host_bytes[host] - block_bytes[rank];
+  } else {
+    traffic.bytes_sent += block_bytes[rank];
+  }
+  return traffic;
+}
+
 TrafficCounters gatherv_traffic(const std::vector<size_t>& block_bytes, int rank, int root) {
   TrafficCounters traffic;
   const int size = static_cast<int>(block_bytes.size());

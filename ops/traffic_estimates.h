@@ -9,6 +9,8 @@
 //               every rank but the chain's last sends `bytes`
 //   gatherv     direct: every non-root sends its block (plus an 8-byte size), root receives them
 //   alltoallv   exact (blocks to and from other ranks)
+//   by host     the host stages' estimates (gather to the host's first rank, broadcast back)
+//               plus the first ranks' All-Gather of their hosts' parts
 //   barrier     0
 // With one rank every count is 0.
 #pragma once
@@ -35,6 +37,13 @@ TrafficCounters broadcast_traffic(size_t bytes, int size, int rank, int root);
 TrafficCounters gatherv_traffic(const std::vector<size_t>& block_bytes, int rank, int root);
 TrafficCounters alltoallv_traffic(const std::vector<size_t>& send_bytes,
                                   const std::vector<size_t>& recv_bytes, int rank);
+// An All-Gather by host (MpiCommunicator's, the loopback world's): the host's other ranks send
+// their blocks to its first rank (local_rank 0), the first ranks All-Gather their hosts' parts
+// (host_bytes[h]: the sum of host h's blocks; `host`: this rank's), and the whole result goes back
+// as a broadcast within the host.
+TrafficCounters allgatherv_by_host_traffic(const std::vector<size_t>& block_bytes,
+                                           const std::vector<size_t>& host_bytes, int rank,
+                                           int host, int local_rank, int local_size);
 
 inline void add_traffic(TrafficCounters* total, const TrafficCounters& delta) {
   total->bytes_sent += delta.bytes_sent;

@@ -77,3 +77,15 @@ bench_show() {
   done
   echo "$line"
 }
+
+# bench_variant_env VARIANT: the arcrun words (-x NAME=VALUE ...) of the runtime settings a
+# benchmark variant sets beside its program's flags (bench-tta.sh's and bench-lm-steps.sh's
+# variant names); nothing for the others.
+bench_variant_env() {
+  case $1 in
+    arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
+    arctopk-random-efm) echo -x ARCREDUCE_RANDOM_ROWS=1 -x ARCREDUCE_EF_MASKING=0 ;;
+    paper) echo -x ARCREDUCE_PRESET=paper ;;
+    paper-warmup-*) echo -x ARCREDUCE_PRESET=paper -x "ARCREDUCE_WARMUP_STEPS=${1#paper-warmup-}" ;;
+  esac
+}

@@ -51,13 +51,6 @@ flags_of() {
   esac
 }
 
-env_of() {  # variant -> arcrun words of the runtime settings it sets (bench-tta's)
-  case $1 in
-    paper) echo -x ARCREDUCE_PRESET=paper ;;
-    paper-warmup-*) echo -x ARCREDUCE_PRESET=paper -x "ARCREDUCE_WARMUP_STEPS=${1#paper-warmup-}" ;;
-  esac
-}
-
 for rate in $rates; do
   budget=$(bench_host_budget "$hosts" "$host_cpus")
   budget_args=()
@@ -72,7 +65,7 @@ for rate in $rates; do
   echo "=== $hosts hosts x $rate, CPU budget ${budget:-none} per host ==="
   for variant in $variants; do
     read -r -a flags <<<"$(flags_of "$variant")"
-    read -r -a settings_env <<<"$(env_of "$variant")"
+    read -r -a settings_env <<<"$(bench_variant_env "$variant")"
     port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
     # shellcheck disable=SC2154  # hostfile, rsh_agent, network, mpi_args: from cluster.env
     launch=("$build_dir/launcher/arcrun" -np "$hosts" --hostfile "$hostfile"

@@ -105,15 +105,6 @@ variant_flags() {  # workload variant -> the flags of its program
   esac
 }
 
-variant_env() {  # variant -> arcrun words of the runtime settings it sets
-  case $1 in
-    arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
-    arctopk-random-efm) echo -x ARCREDUCE_RANDOM_ROWS=1 -x ARCREDUCE_EF_MASKING=0 ;;
-    paper) echo -x ARCREDUCE_PRESET=paper ;;
-    paper-warmup-*) echo -x ARCREDUCE_PRESET=paper -x "ARCREDUCE_WARMUP_STEPS=${1#paper-warmup-}" ;;
-  esac
-}
-
 free_port() {
   "$python" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 }
@@ -138,7 +129,7 @@ run_one() {  # workload setting seed variant target max_steps -- launch words...
     return 0
   fi
   local -a settings_env
-  read -r -a settings_env <<<"$(variant_env "$variant")"
+  read -r -a settings_env <<<"$(bench_variant_env "$variant")"
   read -r -a command <<<"$(program_of "$workload")"
   local -a program
   if [[ "$workload" == lm ]]; then

@@ -7,8 +7,9 @@ Steps: the bench-tta rows (results.jsonl in each DIR) of the workload, per varia
 run that reached its target stops there; dense trains its whole budget, defines the target, and
 is counted to the first evaluation at it, as bench/tta/make_report.py counts it).
 Step times: scripts/bench-lm-steps.sh's rows, per rate and variant. DDP averages gradients as the
-dense path does and is given dense's steps where it was not trained itself. Prints, per rate, the median steps over the seeds,
-the step time, the composed time and its multiple of DDP's and of All-Gather Top-K's.
+dense path does and is given dense's steps where it was not trained itself. Prints, per rate,
+the median steps over the seeds, the step time, the composed time and its multiple of DDP's and
+of All-Gather Top-K's.
 """
 import argparse
 import json
