@@ -64,21 +64,26 @@ enum class Hierarchy {
   kAuto,  // on where a host runs several ranks of a job that spans hosts (the default)
   kOff,   // every rank takes part in the exchange across hosts (flat)
   kOn,    // as kAuto: there is nothing to do on one host or with one rank per host
+  // As kAuto, but where every host runs the same number S of ranks the exchange between hosts
+  // is sharded: the host's sum is scattered over its ranks, and local rank l of every host
+  // All-Reduces the l-th S-th of the message with its peers (uneven hosts: as kAuto).
+  kSharded,
 };
 
-// "auto", "0", "1".
+// "auto", "0", "1", "sharded".
 const char* hierarchy_name(Hierarchy hierarchy);
-// Parses "auto", "0"/"off"/"false" or "1"/"on"/"true" (case-insensitive, blanks ignored). Throws
-// arcreduce::Error(kInvalidArgument) naming `variable`, the value and the accepted values.
+// Parses "auto", "0"/"off"/"false", "1"/"on"/"true" or "sharded" (case-insensitive, blanks
+// ignored). Throws arcreduce::Error(kInvalidArgument) naming `variable`, the value and the
+// accepted values.
 Hierarchy parse_hierarchy(const std::string& value,
                           const std::string& variable = "ARCREDUCE_HIERARCHICAL");
 
 // Whether an All-Reduce of `bytes` goes by host in a job of `hosts` hosts where some host runs
 // several ranks (the caller knows that; on one host, or with one rank per host, nothing goes by
-// host): under kOn every one; under kAuto those the ring carries between the hosts (kThresholds'
-// choice among `hosts` ranks), as smaller ones go by trees that already send about one host's
-// bytes across the link (docs/design/communicators.md); under kOff none. MpiCommunicator and the
-// loopback world decide by this.
+// host): under kOn every one; under kAuto and kSharded those the ring carries between the hosts
+// (kThresholds' choice among `hosts` ranks), as smaller ones go by trees that already send about
+// one host's bytes across the link (docs/design/communicators.md); under kOff none. MpiCommunicator
+// and the loopback world decide by this.
 bool allreduce_by_host(Hierarchy hierarchy, size_t bytes, int hosts, size_t ring_threshold_bytes);
 
 // Shared memory: large segments are fastest. Across hosts each segment should travel as one

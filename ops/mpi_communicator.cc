@@ -75,9 +75,10 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
     // is agreed first, so that ranks configured differently (an error the runtime reports after
     // construction) never wait in the probe or a host's reduction for each other.
     if (local_size_ < size_) {
-      int agreed[3] = {options_.algorithm == AllreduceAlgorithm::kAuto && !options_.link.measured,
-                       options_.hierarchy != Hierarchy::kOff, -local_size_};
-      ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MIN, comm_));
+      int agreed[4] = {options_.algorithm == AllreduceAlgorithm::kAuto && !options_.link.measured,
+                       options_.hierarchy != Hierarchy::kOff, -local_size_, local_size_};
+      ARC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 4, MPI_INT, MPI_MIN, comm_));
+      even_hosts_ = -agreed[2] == agreed[3];
       // Several ranks on some host (uneven hosts too: a host of one rank skips its own stages).
       hierarchical_ = agreed[1] && -agreed[2] > 1 && hosts_ > 1;
       if (agreed[0] && hierarchical_) {
@@ -133,6 +134,10 @@ void MpiCommunicator::split_hosts() {
     ARC_MPI_CHECK(MPI_Comm_set_errhandler(leader_ring_comm_, MPI_ERRORS_RETURN));
   }
   if (!options_.hosts_apart) ARC_MPI_CHECK(MPI_Bcast(host, 2, MPI_INT, 0, node_comm_));
+  ARC_MPI_CHECK(MPI_Comm_split(comm_, local_rank_, rank_, &shard_comm_));
+  ARC_MPI_CHECK(MPI_Comm_set_errhandler(shard_comm_, MPI_ERRORS_RETURN));
+  ARC_MPI_CHECK(MPI_Comm_dup(shard_comm_, &shard_ring_comm_));
+  ARC_MPI_CHECK(MPI_Comm_set_errhandler(shard_ring_comm_, MPI_ERRORS_RETURN));
   hosts_ = host[0];
   host_of_.resize(size_);
   ARC_MPI_CHECK(MPI_Allgather(&host[1], 1, MPI_INT, host_of_.data(), 1, MPI_INT, comm_));
@@ -145,7 +150,8 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::release() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  for (MPI_Comm* c : {&leader_ring_comm_, &leader_comm_, &node_comm_, &ring_comm_, &comm_}) {
+  for (MPI_Comm* c : {&shard_ring_comm_, &shard_comm_, &leader_ring_comm_, &leader_comm_,
+                      &node_comm_, &ring_comm_, &comm_}) {
     if (*c == MPI_COMM_NULL) continue;
     if (finalized) {
       spdlog::warn(
@@ -240,7 +246,11 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   require_buffer(buf, count * element, "allreduce");
   if (size_ == 1 || count == 0) return;
   const bool by_host = hierarchical_for(count * element);
-  AllreduceAlgorithm algorithm = algorithm_for(count * element, by_host);
+  // Sharded, each rank carries about 1/S of the message across (sharded_allreduce chooses by
+  // its shard; Stats count the largest shard's choice).
+  const size_t across =
+      by_host && sharded() ? (count + local_size_ - 1) / local_size_ * element : count * element;
+  AllreduceAlgorithm algorithm = algorithm_for(across, by_host);
   if ((algorithm == AllreduceAlgorithm::kDoubling ||
        algorithm == AllreduceAlgorithm::kRabenseifner) &&
       count * element > options_.max_message_bytes) {
@@ -248,10 +258,8 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   }
   allreduce_calls_[static_cast<size_t>(algorithm)] += 1;
   allreduce_bytes_[static_cast<size_t>(algorithm)] += count * element;
-  if (by_host) {
-    hierarchical_allreduce(algorithm, buf, count, type, op);
-    return;
-  }
+  if (by_host && sharded()) return sharded_allreduce(buf, count, type, op);
+  if (by_host) return hierarchical_allreduce(algorithm, buf, count, type, op);
   record(run_allreduce(algorithm, comm_, ring_comm_, options_.ring_segment_bytes, buf, count, type,
                        op));
 }

@@ -135,8 +135,8 @@ class MpiCommunicator : public Communicator {
   P2pRequest start(Transfer transfer);
   void ring_allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_bytes);
   // Splits the hosts: node_comm_ (this host's ranks), leader_comm_/leader_ring_comm_ (every
-  // host's first rank; MPI_COMM_NULL elsewhere); sets local_rank_, local_size_, hosts_ and
-  // host_of_.
+  // host's first rank; MPI_COMM_NULL elsewhere), shard_comm_/shard_ring_comm_ (every host's rank
+  // of this local rank); sets local_rank_, local_size_, hosts_ and host_of_.
   void split_hosts();
   // The algorithm of a message of `bytes` sent flat or (by_host) between the hosts' first ranks.
   AllreduceAlgorithm algorithm_for(size_t bytes, bool by_host) const;
@@ -150,6 +150,12 @@ class MpiCommunicator : public Communicator {
   // back within the host.
   void hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
                               ScalarType type, CollectiveOp op);
+  // Hierarchy::kSharded on even hosts: reduce-scattered within the host, each local rank's
+  // shard All-Reduced across hosts with the other hosts' ranks of its local rank, All-Gathered
+  // back within the host.
+  void sharded_allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op);
+  // Whether an All-Reduce that goes by host is sharded.
+  bool sharded() const { return options_.hierarchy == Hierarchy::kSharded && even_hosts_; }
   void allgatherv_by_host(const void* send, void* recv, const std::vector<size_t>& recv_bytes,
                           size_t total);
   // The host's ranks meet (waiting by the wait policy); the wait while a host stage moves data.
@@ -162,6 +168,9 @@ class MpiCommunicator : public Communicator {
   MPI_Comm ring_comm_ = MPI_COMM_NULL;
   MPI_Comm node_comm_ = MPI_COMM_NULL, leader_comm_ = MPI_COMM_NULL;
   MPI_Comm leader_ring_comm_ = MPI_COMM_NULL;
+  MPI_Comm shard_comm_ = MPI_COMM_NULL, shard_ring_comm_ = MPI_COMM_NULL;
+  bool even_hosts_ = false;  // every host runs local_size_ ranks
+  std::vector<char> shard_;  // this rank's shard (sharded_allreduce)
   int hosts_ = 1;
   std::vector<int> host_of_;  // by rank: its host's index among the hosts' first ranks
   bool hierarchical_ = false;

@@ -1,6 +1,7 @@
 // MpiCommunicator's stages by host (ARCREDUCE_HIERARCHICAL; docs/design/communicators.md,
-// "Several ranks per host"): an All-Reduce summed within each host first, and an All-Gather
-// whose blocks cross each host's link once.
+// "Several ranks per host"): an All-Reduce summed within each host first (exchanged across hosts
+// by the host's first rank, or sharded over its ranks), and an All-Gather whose blocks cross
+// each host's link once.
 #include "ops/mpi_communicator.h"
 
 #include <algorithm>
@@ -71,6 +72,57 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
       wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n));
     }
     add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
+  }
+  record(traffic);
+}
+
+// Every rank ends with the same bytes: shard l is computed by local rank l of every host together
+// (the same algorithm over the same shard on each), and the hosts' ranks All-Gather the shards.
+// Pieces of at most max_message_bytes go through all three stages one after another.
+void MpiCommunicator::sharded_allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) {
+  const size_t element = scalar_size(type);
+  const MpiReduction reduction = reduce_ops_.lookup(type, op);
+  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  const int ranks = local_size_;
+  char* data = static_cast<char*>(buf);
+  TrafficCounters traffic;
+  const WaitPolicy local = moving_wait();
+  std::vector<int> counts(ranks), byte_counts(ranks), byte_displs(ranks);
+  for (size_t done = 0; done < count; done += step) {
+    const size_t n = std::min(step, count - done);
+    char* piece = data + done * element;
+    for (int l = 0, offset = 0; l < ranks; ++l) {
+      counts[l] = static_cast<int>(n / ranks + (static_cast<size_t>(l) < n % ranks ? 1 : 0));
+      byte_counts[l] = counts[l] * static_cast<int>(element);
+      byte_displs[l] = offset;
+      offset += byte_counts[l];
+    }
+    const size_t mine = static_cast<size_t>(counts[local_rank_]);
+    const size_t mine_bytes = mine * element, piece_bytes = n * element;
+    shard_.resize(std::max<size_t>(1, mine_bytes));
+    meet_host();
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Ireduce_scatter(piece, shard_.data(), counts.data(), reduction.datatype,
+                                      reduction.op, node_comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, local, piece_bytes);
+    traffic.bytes_sent += piece_bytes - mine_bytes;
+    traffic.bytes_received += mine_bytes * static_cast<size_t>(ranks - 1);
+    if (mine > 0) {
+      AllreduceAlgorithm algorithm = algorithm_for(mine_bytes, true);
+      if (algorithm == AllreduceAlgorithm::kDoubling ||
+          algorithm == AllreduceAlgorithm::kRabenseifner) {
+        algorithm = mine_bytes > options_.max_message_bytes ? AllreduceAlgorithm::kRing : algorithm;
+      }
+      add_traffic(&traffic, run_allreduce(algorithm, shard_comm_, shard_ring_comm_,
+                                          leader_segment_bytes_, shard_.data(), mine, type, op));
+      std::memcpy(piece + byte_displs[local_rank_], shard_.data(), mine_bytes);
+    }
+    meet_host();
+    ARC_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, piece, byte_counts.data(),
+                                  byte_displs.data(), MPI_BYTE, node_comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, local, piece_bytes);
+    traffic.bytes_sent += mine_bytes * static_cast<size_t>(ranks - 1);
+    traffic.bytes_received += piece_bytes - mine_bytes;
   }
   record(traffic);
 }

@@ -3,8 +3,8 @@
 # host"): for every host count in HOSTS, ranks per host in SLOTS and rate in RATES, a simulated
 # cluster (scripts/sim-cluster.sh --slots, each host's CPU budget as in the other benchmarks)
 # runs examples/03's training step (--step-bench STEPS) for every variant in VARIANTS under
-# ARCREDUCE_HIERARCHICAL=0 and =auto, PASSES times, and counts the bytes that cross host 1's link
-# per timed step (its eth0's counters, both ways: --link-counters).
+# ARCREDUCE_HIERARCHICAL=0 and each of MODES, PASSES times, and counts the bytes that cross
+# host 1's link per timed step (its eth0's counters, both ways: --link-counters).
 # Appends one JSON line per run to OUT_DIR/results.jsonl, the output to OUT_DIR/raw.txt, then
 # prints the table (bench/e2e/hierarchy_report.py).
 #
@@ -12,7 +12,8 @@
 #   HOSTS=2 SLOTS=4 RATES=100mbit VARIANTS=arctopk bash scripts/bench-hierarchy.sh
 #
 # Environment: HOSTS ("2 4"), SLOTS ("1 2 4": one rank per host is the baseline), RATES
-# ("100mbit 1gbit"), VARIANTS ("dense arctopk"), STEPS (20), PASSES (1), CPUS ("auto"),
+# ("100mbit 1gbit"), VARIANTS ("dense arctopk"), MODES ("auto": the settings of
+# ARCREDUCE_HIERARCHICAL measured against 0), STEPS (20), PASSES (1), CPUS ("auto"),
 # BUILD_DIR (build/), OUT_DIR (docs/results/hierarchy), DATA_DIR.
 # Exit status: 0 done, 1 a build failure, 77 no simulated cluster here.
 set -euo pipefail
@@ -24,6 +25,7 @@ host_counts=${HOSTS:-2 4}
 slot_counts=${SLOTS:-1 2 4}
 rates=${RATES:-100mbit 1gbit}
 variants=${VARIANTS:-dense arctopk}
+modes=${MODES:-auto}
 steps=${STEPS:-20}
 passes=${PASSES:-1}
 host_cpus=${CPUS:-auto}
@@ -89,9 +91,9 @@ for hosts in $host_counts; do
       echo "=== $hosts hosts x $slots ranks x $rate, CPU budget ${budget:-none} per host ==="
       for ((pass = 1; pass <= passes; pass++)); do
         for variant in $variants; do
-          modes="0 auto"
-          ((slots > 1)) || modes=0  # nothing to do with one rank per host
-          for mode in $modes; do
+          settings="0 $modes"
+          ((slots > 1)) || settings=0  # nothing to do with one rank per host
+          for mode in $settings; do
             run_steps "$variant" "$mode"
             if [[ -z "$line" ]]; then
               echo "bench-hierarchy: $variant hierarchical=$mode failed"

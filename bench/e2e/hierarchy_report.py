@@ -4,7 +4,9 @@ bytes crossing host 1's link per step, the bytes also as a multiple of one rank 
 (measured at the same commit, else the latest such rows: that path does not change with the
 hierarchy).
 
-    hierarchy_report.py RESULTS.jsonl [--commit C]   (default: the last commit in the file)
+    hierarchy_report.py RESULTS.jsonl [--commit C] [--mode M]
+        C: default the last commit in the file; M: the ARCREDUCE_HIERARCHICAL setting set against
+        flat (0), default every one measured (auto, sharded, ...), a table each.
 """
 import argparse
 import json
@@ -15,6 +17,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
     parser.add_argument("--commit")
+    parser.add_argument("--mode")
     args = parser.parse_args()
     rows = [json.loads(line) for line in open(args.results) if line.startswith("{")]
     rows = [r for r in rows if r.get("bench") == "hierarchy"]
@@ -36,7 +39,14 @@ def main():
     def kb(value):
         return f"{value / 1e3:.0f}" if value is not None else "-"
 
-    print(f"commit {commit}: median step s and bytes crossing host 1's link per step")
+    modes = [args.mode] if args.mode else sorted({k[4] for k in runs if k[4] != "0"}) or ["auto"]
+    for mode in modes:
+        table(runs, baseline, commit, mode, median, kb)
+
+
+def table(runs, baseline, commit, mode, median, kb):
+    print(f"commit {commit}, ARCREDUCE_HIERARCHICAL={mode} against 0: "
+          "median step s and bytes crossing host 1's link per step")
     print("| hosts | rate | variant | ranks per host | flat s | hierarchical s | hier. / flat | "
           "flat KB | hier. KB | hier. bytes / one rank per host's |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -48,9 +58,9 @@ def main():
             flat_s = median((hosts, rate, variant, slots, "0"), "median_s")
             if slots == 1 and flat_s is None:
                 flat_s = one_s.get((hosts, rate, variant))
-            hier_s = median((hosts, rate, variant, slots, "auto"), "median_s")
+            hier_s = median((hosts, rate, variant, slots, mode), "median_s")
             flat_b = median((hosts, rate, variant, slots, "0"), "link_bytes_per_step")
-            hier_b = median((hosts, rate, variant, slots, "auto"), "link_bytes_per_step")
+            hier_b = median((hosts, rate, variant, slots, mode), "link_bytes_per_step")
             step_ratio = f"{hier_s / flat_s:.2f}x" if flat_s and hier_s else "-"
             byte_ratio = f"{hier_b / one:.2f}x" if hier_b and one else "-"
             print(f"| {hosts} | {rate} | {variant} | {slots} | "

@@ -175,6 +175,38 @@ TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {
   }
 }
 
+// Messages the ring carries between hosts go by host under auto, 1 and sharded: every type and
+// op, at counts that do not divide among a host's ranks, exact and the same on every rank; the
+// host stages' traffic balances (what one rank sends another receives).
+TEST_F(MpiCommunicatorTest, AllreduceByHostEveryTypeAndOpExactly) {
+  if (!comm_->hierarchical()) GTEST_SKIP() << "needs several ranks on a host of several hosts";
+  const size_t ring = ring_threshold_for(comm_->hosts(), kRingThresholdBytes);
+  for (ScalarType type : testing::all_types()) {
+    for (CollectiveOp op : testing::all_ops()) {
+      const bool half = type == ScalarType::kFloat16 || type == ScalarType::kBFloat16;
+      if (half && op == CollectiveOp::kProd) continue;
+      if (type == ScalarType::kFloat32 && op == CollectiveOp::kProd && size() > 4) continue;
+      const size_t count = ring / scalar_size(type) + 3;
+      ASSERT_TRUE(comm_->hierarchical_for(count * scalar_size(type)));
+      const TrafficCounters before = comm_->traffic();
+      std::vector<char> buf = testing::make_values(type, count, rank(), true);
+      comm_->allreduce(buf.data(), count, type, op);
+      EXPECT_EQ(buf, testing::naive_allreduce(type, op, count, size(), true))
+          << scalar_type_name(type) << " " << collective_op_name(op) << " count " << count;
+      EXPECT_TRUE(identical_on_all_ranks(buf.data(), buf.size()));
+      const TrafficCounters after = comm_->traffic();
+      uint64_t delta[2] = {after.bytes_sent - before.bytes_sent,
+                           after.bytes_received - before.bytes_received};
+      uint64_t total[2] = {0, 0};
+      MPI_Allreduce(delta, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      EXPECT_EQ(total[0], total[1]);
+      // At least the host stages' share: every rank but the hosts' exchanging ones sends about
+      // its whole message within the host.
+      EXPECT_GE(total[0], static_cast<uint64_t>(size() - comm_->hosts()) * count / 2);
+    }
+  }
+}
+
 // Doubling and Rabenseifner reduce along the same tree, so the link model may choose either
 // without changing a result: the same inexact inputs give the same bits by both.
 TEST(MpiAlgorithmsTest, DoublingAndRabenseifnerGiveTheSameBits) {
