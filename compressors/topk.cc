@@ -50,46 +50,81 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     selected.push_back(s);
   }
 
-  // This rank's block: values (fp32) then indices (int32).
+  // By host, the host's first rank selects from the sum of its ranks' inputs and only the first
+  // ranks send blocks; every rank's contribution is its own input on its host's selection, so
+  // the host's contributions add up to the compressed host sum and each rank's error feedback
+  // keeps what its host did not send (docs/compressors.md, "Several ranks per host").
+  const std::vector<int> hosts = ctx.comm.exchange_hosts();
+  const int me = ctx.comm.rank(), world = ctx.comm.size();
+  const int my_first = hosts.empty() ? me : me - ctx.comm.local_rank();
+  std::vector<float> host_sum;
+  if (!hosts.empty()) {
+    size_t elements = 0;
+    for (const Selection& s : selected) elements += s.t->elements;
+    host_sum.resize(elements);
+    size_t offset = 0;
+    for (const Selection& s : selected) {
+      std::memcpy(host_sum.data() + offset, s.t->input, s.t->elements * sizeof(float));
+      offset += s.t->elements;
+    }
+    begin_phase(ctx, "host sum", "communicate");
+    if (elements > 0) ctx.comm.reduce_within_host(host_sum.data(), elements);
+    begin_phase(ctx, "select", "compress");
+  }
+  const bool sends = hosts.empty() || me == my_first;
+
+  // This rank's block: values (fp32) then indices (int32); by host, the first ranks' only.
   const size_t block_bytes = value_count * sizeof(float) + index_count * sizeof(int32_t);
-  std::vector<uint8_t> block(block_bytes);
+  std::vector<uint8_t> block(sends ? block_bytes : 0);
   auto* my_values = reinterpret_cast<float*>(block.data());
   auto* my_indices = reinterpret_cast<int32_t*>(block.data() + value_count * sizeof(float));
   std::vector<int64_t> idx;
   std::vector<float> scores;
+  size_t sum_offset = 0;
   for (const Selection& s : selected) {
+    if (!sends) break;
     CompressTensor& t = *s.t;
+    const float* input = host_sum.empty() ? t.input : host_sum.data() + sum_offset;
+    sum_offset += t.elements;
     idx.resize(static_cast<size_t>(s.k));
     if (s.rows) {
       const int64_t n = static_cast<int64_t>(t.elements) / s.cols;
       scores.resize(static_cast<size_t>(n));
-      kernels::row_sq_norms(t.input, n, s.cols, scores.data());
+      kernels::row_sq_norms(input, n, s.cols, scores.data());
       kernels::top_k_rows(scores.data(), n, s.k, idx.data());
-      kernels::gather_rows(t.input, s.cols, idx.data(), s.k, my_values + s.values);
+      kernels::gather_rows(input, s.cols, idx.data(), s.k, my_values + s.values);
       ctx.stats.selected_rows += static_cast<uint64_t>(s.k);
     } else {
-      kernels::top_k_abs(t.input, static_cast<int64_t>(t.elements), s.k, idx.data());
-      kernels::gather(t.input, idx.data(), s.k, my_values + s.values);
+      kernels::top_k_abs(input, static_cast<int64_t>(t.elements), s.k, idx.data());
+      kernels::gather(input, idx.data(), s.k, my_values + s.values);
     }
     for (int64_t i = 0; i < s.k; ++i) my_indices[s.indices + i] = static_cast<int32_t>(idx[i]);
     ctx.stats.value_bytes += static_cast<uint64_t>(s.k * s.cols) * sizeof(float);
     ctx.stats.index_bytes += static_cast<uint64_t>(s.k) * sizeof(int32_t);
   }
 
-  const int world = ctx.comm.size();
-  std::vector<uint8_t> all(block_bytes * world);
+  // Blocks in rank order: every rank's, or by host every host's first rank's.
+  std::vector<size_t> recv_bytes(world, block_bytes);
+  std::vector<int> senders;
+  for (int r = 0; r < world; ++r) {
+    const bool first = hosts.empty() || r == 0 || hosts[r] != hosts[r - 1];
+    if (!first) recv_bytes[r] = 0;
+    if (first) senders.push_back(r);
+  }
+  std::vector<uint8_t> all(block_bytes * senders.size());
   begin_phase(ctx, "values collective", "communicate");
-  if (block_bytes) ctx.comm.allgather(block.data(), block_bytes, all.data());
+  if (block_bytes && hosts.empty()) ctx.comm.allgather(block.data(), block_bytes, all.data());
+  if (block_bytes && !hosts.empty()) ctx.comm.allgatherv(block.data(), all.data(), recv_bytes);
   begin_phase(ctx, "decompress", "decompress");
   const float inv_n = 1.0f / static_cast<float>(world);
-  std::vector<float> row;
+  std::vector<float> own;
   for (const Selection& s : selected) {
     CompressTensor& t = *s.t;
     kernels::fill(t.output, t.elements, 0.0f);
     if (t.contribution) kernels::fill(t.contribution, t.elements, 0.0f);
     idx.resize(static_cast<size_t>(s.k * s.cols));
-    for (int r = 0; r < world; ++r) {
-      const uint8_t* base = all.data() + r * block_bytes;
+    for (size_t b = 0; b < senders.size(); ++b) {
+      const uint8_t* base = all.data() + b * block_bytes;
       const auto* values = reinterpret_cast<const float*>(base) + s.values;
       const auto* indices =
           reinterpret_cast<const int32_t*>(base + value_count * sizeof(float)) + s.indices;
@@ -98,8 +133,13 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
         for (int64_t c = 0; c < s.cols; ++c) idx[i * s.cols + c] = indices[i] * s.cols + c;
       }
       kernels::scatter_add(values, idx.data(), s.k * s.cols, inv_n, t.output);
-      if (r == ctx.comm.rank() && t.contribution) {
+      if (senders[b] != my_first || !t.contribution) continue;
+      if (hosts.empty()) {
         kernels::scatter(values, idx.data(), s.k * s.cols, t.contribution);
+      } else {  // this rank's own values on its host's selection
+        own.resize(static_cast<size_t>(s.k * s.cols));
+        kernels::gather(t.input, idx.data(), s.k * s.cols, own.data());
+        kernels::scatter(own.data(), idx.data(), s.k * s.cols, t.contribution);
       }
     }
   }

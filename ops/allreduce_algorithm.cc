@@ -63,8 +63,8 @@ const char* hierarchy_name(Hierarchy hierarchy) {
       return "0";
     case Hierarchy::kOn:
       return "1";
-    case Hierarchy::kSharded:
-      return "sharded";
+    case Hierarchy::kLeader:
+      return "leader";
   }
   return "unknown";
 }
@@ -74,8 +74,8 @@ Hierarchy parse_hierarchy(const std::string& value, const std::string& variable)
   if (lower == "auto") return Hierarchy::kAuto;
   if (lower == "0" || lower == "off" || lower == "false") return Hierarchy::kOff;
   if (lower == "1" || lower == "on" || lower == "true") return Hierarchy::kOn;
-  if (lower == "sharded") return Hierarchy::kSharded;
-  throw Error(variable + "='" + value + "' is not valid; accepted: auto, 0, 1, sharded",
+  if (lower == "leader") return Hierarchy::kLeader;
+  throw Error(variable + "='" + value + "' is not valid; accepted: auto, 0, 1, leader",
               StatusCode::kInvalidArgument);
 }
 

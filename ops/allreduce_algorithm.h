@@ -60,19 +60,20 @@ size_t ring_threshold_for(int size, size_t ring_threshold_bytes);
 // Whether allreduce() reduces within each host first (ARCREDUCE_HIERARCHICAL): the host's ranks
 // sum into its first rank over shared memory, the hosts' first ranks reduce across hosts, and each
 // hands the result back to its host's ranks, so that a host's link carries one rank's traffic.
+// What goes by host is decided per message (allreduce_by_host); how the hosts exchange it: where
+// every host runs the same number S of ranks, sharded (the host's sum scattered over its ranks,
+// local rank l of every host All-Reducing the l-th S-th with its peers), else by the host's first
+// rank alone (kLeader always).
 enum class Hierarchy {
-  kAuto,  // on where a host runs several ranks of a job that spans hosts (the default)
-  kOff,   // every rank takes part in the exchange across hosts (flat)
-  kOn,    // as kAuto: there is nothing to do on one host or with one rank per host
-  // As kAuto, but where every host runs the same number S of ranks the exchange between hosts
-  // is sharded: the host's sum is scattered over its ranks, and local rank l of every host
-  // All-Reduces the l-th S-th of the message with its peers (uneven hosts: as kAuto).
-  kSharded,
+  kAuto,    // on where a host runs several ranks of a job that spans hosts (the default)
+  kOff,     // every rank takes part in the exchange across hosts (flat)
+  kOn,      // every All-Reduce by host (kAuto: those the ring would carry between hosts)
+  kLeader,  // as kAuto, each host's exchange by its first rank even on even hosts
 };
 
-// "auto", "0", "1", "sharded".
+// "auto", "0", "1", "leader".
 const char* hierarchy_name(Hierarchy hierarchy);
-// Parses "auto", "0"/"off"/"false", "1"/"on"/"true" or "sharded" (case-insensitive, blanks
+// Parses "auto", "0"/"off"/"false", "1"/"on"/"true" or "leader" (case-insensitive, blanks
 // ignored). Throws arcreduce::Error(kInvalidArgument) naming `variable`, the value and the
 // accepted values.
 Hierarchy parse_hierarchy(const std::string& value,
@@ -80,7 +81,7 @@ Hierarchy parse_hierarchy(const std::string& value,
 
 // Whether an All-Reduce of `bytes` goes by host in a job of `hosts` hosts where some host runs
 // several ranks (the caller knows that; on one host, or with one rank per host, nothing goes by
-// host): under kOn every one; under kAuto and kSharded those the ring carries between the hosts
+// host): under kOn every one; under kAuto and kLeader those the ring carries between the hosts
 // (kThresholds' choice among `hosts` ranks), as smaller ones go by trees that already send about
 // one host's bytes across the link (docs/design/communicators.md); under kOff none. MpiCommunicator
 // and the loopback world decide by this.

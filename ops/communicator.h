@@ -146,6 +146,16 @@ class Communicator {
     return false;
   }
 
+  // Several ranks on a host whose exchanges go by host (ARCREDUCE_HIERARCHICAL): by rank, the
+  // index of its host, hosts numbered in the order of their first ranks. Empty where every rank
+  // exchanges as a host of its own (one host, one rank per host, the hierarchy off, or a
+  // communicator that does not place ranks): the default.
+  virtual std::vector<int> exchange_hosts() const { return {}; }
+  // Only where exchange_hosts() is not empty, called by every rank: sums `count` floats over
+  // this host's ranks into the first rank's buf; the other ranks' buf is left as it was. Lets a
+  // compressor compress the host's sum once (All-Gather Top-K). Default: throws Error.
+  virtual void reduce_within_host(float* buf, size_t count);
+
   virtual TrafficCounters traffic() const = 0;
   // Empty for communicators that do not choose among algorithms.
   virtual CommunicationUsage communication_usage() const { return {}; }

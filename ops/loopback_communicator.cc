@@ -300,6 +300,38 @@ class LoopbackCommunicator : public Communicator {
     state_->record_abort(rank_, code, reason);
   }
 
+  std::vector<int> exchange_hosts() const override {
+    std::vector<int> hosts;
+    if (!hierarchical()) return hosts;
+    for (int r = 0; r < size(); ++r) hosts.push_back(r / state_->ranks_per_host());
+    return hosts;
+  }
+
+  // As MpiCommunicator's: the host's ranks summed in rank order into its first rank's buf.
+  void reduce_within_host(float* buf, size_t count) override {
+    if (!hierarchical()) Communicator::reduce_within_host(buf, count);
+    const size_t bytes = count * sizeof(float);
+    require_buffer(buf, bytes, "reduce_within_host");
+    Contribution mine("reduce_within_host(count=" + std::to_string(count) + ")",
+                      snapshot(buf, bytes));
+    const int first = rank_ - local_rank();
+    collective(std::move(mine), nullptr,
+               [&](const std::vector<Contribution>& slots, const std::vector<char>&) {
+                 if (local_rank() != 0) return;
+                 for (int r = first + 1; r < first + local_size(); ++r) {
+                   reduce_into(buf, slots[r].data.data(), count, ScalarType::kFloat32,
+                               CollectiveOp::kSum);
+                 }
+               });
+    TrafficCounters traffic;
+    if (local_rank() == 0) {
+      traffic.bytes_received += bytes * static_cast<size_t>(local_size() - 1);
+    } else {
+      traffic.bytes_sent += bytes;
+    }
+    record(traffic);
+  }
+
   TrafficCounters traffic() const override {
     return {bytes_sent_.load(), bytes_received_.load(), calls_.load()};
   }

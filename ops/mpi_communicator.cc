@@ -229,7 +229,9 @@ bool MpiCommunicator::hierarchical_for(size_t bytes) const {
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes) const {
-  return algorithm_for(bytes, hierarchical_for(bytes));
+  const bool by_host = hierarchical_for(bytes);
+  if (by_host && sharded()) bytes = (bytes + local_size_ - 1) / local_size_;
+  return algorithm_for(bytes, by_host);
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(size_t bytes, bool by_host) const {
@@ -247,10 +249,8 @@ void MpiCommunicator::allreduce(void* buf, size_t count, ScalarType type, Collec
   if (size_ == 1 || count == 0) return;
   const bool by_host = hierarchical_for(count * element);
   // Sharded, each rank carries about 1/S of the message across (sharded_allreduce chooses by
-  // its shard; Stats count the largest shard's choice).
-  const size_t across =
-      by_host && sharded() ? (count + local_size_ - 1) / local_size_ * element : count * element;
-  AllreduceAlgorithm algorithm = algorithm_for(across, by_host);
+  // its own shard; Stats count the choice for 1/S of the bytes).
+  AllreduceAlgorithm algorithm = algorithm_for(count * element);
   if ((algorithm == AllreduceAlgorithm::kDoubling ||
        algorithm == AllreduceAlgorithm::kRabenseifner) &&
       count * element > options_.max_message_bytes) {

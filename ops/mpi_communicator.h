@@ -90,12 +90,15 @@ class MpiCommunicator : public Communicator {
   // `grace`; unanswered receives are cancelled, sends released.
   bool find_silent_ranks(std::chrono::milliseconds grace, std::vector<int>* silent) override;
 
+  std::vector<int> exchange_hosts() const override;
+  void reduce_within_host(float* buf, size_t count) override;
   TrafficCounters traffic() const override;
   CommunicationUsage communication_usage() const override;
   bool allreduce_accepts_device_memory(ScalarType type, size_t count) const override;
 
-  // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto); with the
-  // hierarchy, the one the hosts' first ranks use between hosts.
+  // The algorithm allreduce() would use for a message of `bytes` (resolves kAuto); by host, the
+  // one used between hosts: for the whole message by the hosts' first ranks, or sharded for
+  // (bytes + S - 1) / S.
   AllreduceAlgorithm algorithm_for(size_t bytes) const;
   // True where allreduce() may reduce within each host first: several ranks on a host of a job
   // that spans hosts, and the hierarchy not turned off (on every rank: construction agrees on it).
@@ -106,6 +109,11 @@ class MpiCommunicator : public Communicator {
   // numbered together their first rounds stay within the host, and Rabenseifner's rounds across
   // hosts carry pieces 1/S of the message (docs/design/communicators.md).
   bool hierarchical_for(size_t bytes) const;
+  // Whether what goes by host is sharded over the host's ranks (every host runs local_size()
+  // ranks and the hierarchy is not kLeader); else the host's first rank exchanges it alone.
+  bool sharded() const {
+    return hierarchical_ && even_hosts_ && options_.hierarchy != Hierarchy::kLeader;
+  }
   int hosts() const { return hosts_; }
   const MpiCommunicatorOptions& options() const { return options_; }
   // The duplicate used for collectives and user point-to-point (owned; do not free).
@@ -150,17 +158,19 @@ class MpiCommunicator : public Communicator {
   // back within the host.
   void hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
                               ScalarType type, CollectiveOp op);
-  // Hierarchy::kSharded on even hosts: reduce-scattered within the host, each local rank's
-  // shard All-Reduced across hosts with the other hosts' ranks of its local rank, All-Gathered
-  // back within the host.
+  // On even hosts (unless Hierarchy::kLeader): reduce-scattered within the host, each local
+  // rank's shard All-Reduced across hosts with the other hosts' ranks of its local rank,
+  // All-Gathered back within the host.
   void sharded_allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op);
-  // Whether an All-Reduce that goes by host is sharded.
-  bool sharded() const { return options_.hierarchy == Hierarchy::kSharded && even_hosts_; }
   void allgatherv_by_host(const void* send, void* recv, const std::vector<size_t>& recv_bytes,
                           size_t total);
   // The host's ranks meet (waiting by the wait policy); the wait while a host stage moves data.
   void meet_host();
   WaitPolicy moving_wait() const;
+  // Sums buf over the host's ranks into its first rank's (pieces of max_message_bytes); adds the
+  // stage's traffic to *traffic.
+  void reduce_to_first(void* buf, size_t count, ScalarType type, CollectiveOp op,
+                       TrafficCounters* traffic);
   void release() noexcept;
 
   MpiCommunicatorOptions options_;

@@ -32,33 +32,50 @@ WaitPolicy MpiCommunicator::moving_wait() const {
   return local;
 }
 
+void MpiCommunicator::reduce_to_first(void* buf, size_t count, ScalarType type, CollectiveOp op,
+                                      TrafficCounters* traffic) {
+  if (local_size_ < 2) return;
+  const size_t element = scalar_size(type);
+  const MpiReduction reduction = reduce_ops_.lookup(type, op);
+  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  char* data = static_cast<char*>(buf);
+  const WaitPolicy local = moving_wait();
+  meet_host();
+  for (size_t done = 0; done < count; done += step) {
+    const int n = static_cast<int>(std::min(step, count - done));
+    char* piece = data + done * element;
+    MPI_Request request = MPI_REQUEST_NULL;
+    ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n, reduction.datatype,
+                              reduction.op, 0, node_comm_, &request));
+    wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
+  }
+  if (local_rank_ == 0) {
+    traffic->bytes_received += count * element * static_cast<size_t>(local_size_ - 1);
+  } else {
+    traffic->bytes_sent += count * element;
+  }
+}
+
+std::vector<int> MpiCommunicator::exchange_hosts() const {
+  return hierarchical_ ? host_of_ : std::vector<int>();
+}
+
+void MpiCommunicator::reduce_within_host(float* buf, size_t count) {
+  if (!hierarchical_) Communicator::reduce_within_host(buf, count);
+  require_buffer(buf, count * sizeof(float), "reduce_within_host");
+  TrafficCounters traffic;
+  reduce_to_first(buf, count, ScalarType::kFloat32, CollectiveOp::kSum, &traffic);
+  record(traffic);
+}
+
 // Every rank ends with its host's first rank's result, which the first ranks computed together,
 // so replicas stay bit-identical; the sums within a host run in MPI's order, the same each call.
 void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void* buf, size_t count,
                                              ScalarType type, CollectiveOp op) {
-  const size_t element = scalar_size(type);
-  const size_t bytes = count * element;
-  const MpiReduction reduction = reduce_ops_.lookup(type, op);
-  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  const size_t bytes = count * scalar_size(type);
   char* data = static_cast<char*>(buf);
   TrafficCounters traffic;
-  const WaitPolicy local = moving_wait();
-  if (local_size_ > 1) {
-    meet_host();
-    for (size_t done = 0; done < count; done += step) {
-      const int n = static_cast<int>(std::min(step, count - done));
-      char* piece = data + done * element;
-      MPI_Request request = MPI_REQUEST_NULL;
-      ARC_MPI_CHECK(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : piece, piece, n,
-                                reduction.datatype, reduction.op, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
-    }
-    if (local_rank_ == 0) {
-      traffic.bytes_received += bytes * static_cast<size_t>(local_size_ - 1);
-    } else {
-      traffic.bytes_sent += bytes;
-    }
-  }
+  reduce_to_first(buf, count, type, op, &traffic);
   if (leader_comm_ != MPI_COMM_NULL) {
     add_traffic(&traffic, run_allreduce(algorithm, leader_comm_, leader_ring_comm_,
                                         leader_segment_bytes_, buf, count, type, op));
@@ -69,7 +86,7 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
       const int n = static_cast<int>(std::min(options_.max_message_bytes, bytes - done));
       MPI_Request request = MPI_REQUEST_NULL;
       ARC_MPI_CHECK(MPI_Ibcast(data + done, n, MPI_BYTE, 0, node_comm_, &request));
-      wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n));
+      wait_request(&request, MPI_STATUS_IGNORE, moving_wait(), static_cast<size_t>(n));
     }
     add_traffic(&traffic, broadcast_traffic(bytes, local_size_, local_rank_, 0));
   }

@@ -96,7 +96,7 @@ const std::vector<std::string>& allreduce_algorithm_names() {
 }
 
 const std::vector<std::string>& hierarchy_names() {
-  static const std::vector<std::string> names = {"auto", "0", "1", "sharded"};
+  static const std::vector<std::string> names = {"auto", "0", "1", "leader"};
   return names;
 }
 

@@ -52,6 +52,58 @@ TEST(TopK, EqualsTheMeanOfEveryRanksOwnTopK) {
   }
 }
 
+// Several ranks per host exchanging by host: each host's first rank selects from the host's sum
+// (its ranks in rank order), only the hosts' selections are gathered, and each rank's
+// contribution is its own input on its host's selection (so a host's contributions add up to
+// the compressed host sum). Even and uneven hosts, both granularities.
+TEST(TopK, ByHostSelectsFromEachHostsSum) {
+  struct Layout {
+    int ranks, per_host;
+  };
+  for (const Layout l : {Layout{4, 2}, Layout{3, 2}, Layout{8, 4}, Layout{6, 3}}) {
+    for (const char* granularity : {"element", "row"}) {
+      const bool rows = std::string(granularity) == "row";
+      std::vector<TensorSpec> tensors = {{"a", {100, 10}}, {"b", {7, 13}}};
+      if (!rows) tensors.push_back({"one", {1}});
+      auto res = run_compressor(l.ranks, "topk", {"topk", 0.05, "none", granularity}, base_config(),
+                                tensors, smooth_input, 1, nullptr, l.per_host);
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const size_t n = tensors[t].elements();
+        const int64_t cols = rows ? tensors[t].shape.back() : 1;
+        const int64_t units = static_cast<int64_t>(n) / cols;
+        const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(0.05 * units));
+        std::vector<double> expect(n, 0.0);
+        for (int first = 0; first < l.ranks; first += l.per_host) {
+          const int end = std::min(l.ranks, first + l.per_host);
+          std::vector<float> sum(n, 0.0f);
+          for (size_t i = 0; i < n; ++i) {
+            sum[i] = smooth_input(first, t, i, 0);
+            for (int r = first + 1; r < end; ++r) sum[i] += smooth_input(r, t, i, 0);
+          }
+          std::vector<double> score(static_cast<size_t>(units), 0.0);
+          for (size_t i = 0; i < n; ++i) {
+            score[i / cols] += rows ? static_cast<double>(sum[i]) * sum[i] : std::fabs(sum[i]);
+          }
+          const std::vector<int64_t> top = naive_top_k(score, k);
+          for (size_t i = 0; i < n; ++i) {
+            const bool kept =
+                std::binary_search(top.begin(), top.end(), static_cast<int64_t>(i) / cols);
+            if (kept) expect[i] += static_cast<double>(sum[i]) / l.ranks;
+            for (int r = first; r < end; ++r) {
+              ASSERT_EQ(res[r].contribution[t][i], kept ? smooth_input(r, t, i, 0) : 0.0f)
+                  << l.ranks << " ranks " << granularity << " tensor " << t << " rank " << r;
+            }
+          }
+        }
+        for (int r = 0; r < l.ranks; ++r) {
+          ASSERT_TRUE(same_bits(res[r].output[t], res[0].output[t]));
+          for (size_t i = 0; i < n; ++i) ASSERT_NEAR(res[r].output[t][i], expect[i], 1e-4);
+        }
+      }
+    }
+  }
+}
+
 TEST(TopK, RowGranularityKeepsWholeRowsOfLargestNorm) {
   std::vector<TensorSpec> tensors = {{"m", {20, 10}}};
   auto res =

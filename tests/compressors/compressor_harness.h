@@ -55,16 +55,20 @@ inline float smooth_input(int rank, size_t tensor, size_t i, int step) {
 
 // Runs `steps` reductions of `tensors` on `world` ranks; returns each rank's results of the last
 // step. `ef` is "none", "ef14", "ef21" or "ef21m" (decorators share one StateStore per rank).
+// ranks_per_host > 0: hosts of that many consecutive ranks exchanging by host (Hierarchy::kOn).
 inline std::vector<RankResult> run_compressor(int world, const std::string& compressor,
                                               const CompressionSpec& spec, const Config& config,
                                               const std::vector<TensorSpec>& tensors,
                                               const InputFn& input, int steps = 1,
-                                              std::vector<StateStore>* stores = nullptr) {
+                                              std::vector<StateStore>* stores = nullptr,
+                                              int ranks_per_host = 0) {
   std::vector<RankResult> results(world);
   std::vector<StateStore> local(world);
   std::vector<StateStore>& state = stores ? *stores : local;  // one store per rank
   const CompressorOptions options = compressor_options(config);
-  run_ranks(world, [&](Communicator& comm) {
+  LoopbackWorld loopback(world, ranks_per_host,
+                         ranks_per_host > 0 ? Hierarchy::kOn : Hierarchy::kOff);
+  run_ranks(loopback, [&](Communicator& comm) {
     const int rank = comm.rank();
     auto pipeline =
         with_error_feedback(make_compressor(compressor), spec.error_feedback, state[rank]);

@@ -1,7 +1,7 @@
 // MpiCommunicator under mpirun: every call against references computed here, results checked
 // bit-identical on all ranks. Usage: communicator_mpi_test
 // --algorithm=ring|mpi|doubling|rabenseifner|thresholds|auto [--wait=MODE] [--small-messages]
-// [--hosts-apart] [--ranks-per-host=N] [--hierarchy=auto|0|1]
+// [--hosts-apart] [--ranks-per-host=N] [--hierarchy=auto|0|1|leader]
 // [--hosts-apart] (every rank a host of its own), [--ranks-per-host=N] (ranks [0, N), [N, 2N), ...
 // a host each, so that the hierarchical All-Reduce runs on one machine; uneven when N does not
 // divide the ranks), [--hierarchy=...] (ARCREDUCE_HIERARCHICAL's values).
@@ -88,6 +88,8 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
     EXPECT_EQ(comm_->hosts(), hosts);
     EXPECT_EQ(comm_->hierarchical(),
               hosts > 1 && per_host > 1 && g_options.hierarchy != Hierarchy::kOff);
+    EXPECT_EQ(comm_->sharded(), comm_->hierarchical() && world_size % per_host == 0 &&
+                                    g_options.hierarchy != Hierarchy::kLeader);
   } else {
     EXPECT_EQ(comm_->local_size(), world_size);  // one host under ctest
     EXPECT_EQ(comm_->local_rank(), world_rank);
@@ -116,8 +118,11 @@ TEST_F(MpiCommunicatorTest, RanksAndAlgorithm) {
           comm_->hierarchical() && (g_options.hierarchy == Hierarchy::kOn || ring_between_hosts);
       EXPECT_EQ(comm_->hierarchical_for(bytes), by_host) << bytes;
       const int exchanging = by_host ? comm_->hosts() : world_size;
+      // Sharded, each rank carries 1/S of the message between hosts.
+      const size_t carried =
+          by_host && comm_->sharded() ? (bytes + per_host - 1) / per_host : bytes;
       EXPECT_EQ(comm_->algorithm_for(bytes),
-                choose_allreduce_algorithm(AllreduceAlgorithm::kAuto, bytes, exchanging, 1,
+                choose_allreduce_algorithm(AllreduceAlgorithm::kAuto, carried, exchanging, 1,
                                            kRingThresholdBytes, link))
           << bytes;
     }
@@ -175,7 +180,7 @@ TEST_F(MpiCommunicatorTest, AllreduceEveryTypeOpAndCountExactly) {
   }
 }
 
-// Messages the ring carries between hosts go by host under auto, 1 and sharded: every type and
+// Messages the ring carries between hosts go by host under auto, 1 and leader: every type and
 // op, at counts that do not divide among a host's ranks, exact and the same on every rank; the
 // host stages' traffic balances (what one rank sends another receives).
 TEST_F(MpiCommunicatorTest, AllreduceByHostEveryTypeAndOpExactly) {
@@ -442,7 +447,9 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   const uint64_t bytes = 5003 * 4;
   const AllreduceAlgorithm algorithm = comm_->algorithm_for(bytes);
   // With the hierarchy, `exchanging` = one rank per host runs the algorithm; each other rank
-  // sends its buffer to its host's first rank and receives the result back.
+  // sends its buffer to its host's first rank and receives the result back. Sharded, the hosts'
+  // S exchanges of 1/S add up to one of the whole, and the reduce-scatter and All-Gather within
+  // a host move what the leader's reduce and broadcast do.
   const int exchanging = comm_->hierarchical_for(bytes) ? comm_->hosts() : size();
   const bool whole_messages = bytes <= comm_->options().max_message_bytes && exchanging > 1;
   uint64_t allreduce = exchanging > 1 ? 2ull * (exchanging - 1) * bytes : 0;

@@ -23,11 +23,11 @@ arcreduce_add_mpi_test(NAME ops_communicator_thresholds_hosts_apart_np3 NP 3
 # uneven ones (2+1, 2+2+1), under auto and each algorithm between hosts; one host of four ranks
 # (nothing to do); and the hierarchy turned off on uneven hosts.
 # `auto` sends by host only what the ring carries between hosts; `1` every message.
-# `sharded` splits what goes by host among the host's ranks (even hosts; uneven: as auto).
+# Even hosts shard the exchange between hosts over their ranks, uneven ones and `leader` send it
+# by each host's first rank.
 foreach(case "4;2;auto;auto" "3;2;auto;auto" "5;2;auto;1" "4;4;auto;1" "6;3;ring;1"
         "4;2;doubling;1" "5;2;rabenseifner;1" "4;2;mpi;1" "3;2;ring;auto" "3;2;auto;1"
-        "4;2;auto;sharded" "6;3;auto;sharded" "6;2;ring;sharded" "4;2;mpi;sharded"
-        "3;2;auto;sharded")
+        "6;3;auto;auto" "6;2;ring;auto" "4;2;auto;leader" "6;2;rabenseifner;leader")
   list(GET case 0 np)
   list(GET case 1 per_host)
   list(GET case 2 algorithm)

@@ -35,8 +35,8 @@ TEST(HierarchyTest, ParsesItsValuesAndRejectsOthersNamingTheVariable) {
   EXPECT_EQ(parse_hierarchy(" AUTO "), Hierarchy::kAuto);
   for (const char* off : {"0", "off", "False"}) EXPECT_EQ(parse_hierarchy(off), Hierarchy::kOff);
   for (const char* on : {"1", "on", "TRUE "}) EXPECT_EQ(parse_hierarchy(on), Hierarchy::kOn);
-  EXPECT_EQ(parse_hierarchy(" Sharded"), Hierarchy::kSharded);
-  for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOff, Hierarchy::kOn, Hierarchy::kSharded}) {
+  EXPECT_EQ(parse_hierarchy(" Leader"), Hierarchy::kLeader);
+  for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOff, Hierarchy::kOn, Hierarchy::kLeader}) {
     EXPECT_EQ(parse_hierarchy(hierarchy_name(h)), h);
   }
   for (const char* bad : {"", "2", "yes please", "hierarchical"}) {
