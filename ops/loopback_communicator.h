@@ -14,9 +14,11 @@
 //   * Several ranks per host: with ranks_per_host and a Hierarchy other than kOff, allreduce()
 //     goes by host as MpiCommunicator does (allreduce_by_host() decides per message): each
 //     host's ranks are summed in rank order, then the hosts' sums in host order; the traffic is
-//     the host stages' plus the hosts' first ranks' All-Reduce. allgather()/allgatherv() count
-//     their host stages' traffic too (their result is the flat one). communication_usage() says
-//     hosts and hierarchical.
+//     the host stages' plus the hosts' first ranks' All-Reduce (MpiCommunicator's leader scheme;
+//     its sharded exchange moves the same bytes per host, spread over the host's ranks).
+//     allgather()/allgatherv() count their host stages' traffic too (their result is the flat
+//     one); exchange_hosts() and reduce_within_host() as MpiCommunicator's. communication_usage()
+//     says hosts and hierarchical.
 //   * Never hangs: a wait longer than the world's timeout, LoopbackWorld::fail() or abort() fails
 //     the world; every waiting and later call then throws arcreduce::Error(kInternal) carrying the
 //     first failure reason.

@@ -1,10 +1,13 @@
 // The whole runtime on simulated hosts of several ranks, with every All-Reduce summed within
 // each host first (LoopbackWorld with Hierarchy::kOn, as ARCREDUCE_HIERARCHICAL=1): every
 // compressor on even and uneven hosts keeps the replicas bit-identical, equals the dense mean
-// where nothing is dropped, and Stats say hosts and hierarchical.
+// where nothing is dropped, Stats say hosts and hierarchical, and state files move between
+// layouts.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -121,6 +124,52 @@ TEST(HierarchyRuntime, NothingDroppedEqualsTheDenseMean) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// Error feedback is per rank under the hierarchy too (compressors.md), so a state file does not
+// depend on how ranks sit on hosts: saved on 2 hosts x 2 ranks, it loads on one host of 4 and on
+// 4 hosts of 1, saves again to the same bytes, and training goes on with identical replicas.
+TEST(HierarchyRuntime, StateResumesWithAnotherNumberOfRanksPerHost) {
+  const std::vector<int64_t> shape = {32, 8};
+  auto step = [&](Runtime& rt, int rank, int s) {
+    HostTensor t(DType::kFloat32, shape);
+    for (size_t i = 0; i < t.count(); ++i) t.set(i, input_value(rank, s, i));
+    const Status st = rt.synchronize(rt.allreduce_async("w", t.view(), {}));
+    EXPECT_TRUE(st.ok()) << st.message();
+    std::vector<double> out(t.count());
+    for (size_t i = 0; i < t.count(); ++i) out[i] = t.get(i);
+    return out;
+  };
+  auto read = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string dir = ::testing::TempDir();
+  for (const Case& c : {Case{"topk", "ef14"}, Case{"arctopk", "efm"}, Case{"oktopk", "none"}}) {
+    const Config config = config_for(c, 0.25);
+    auto saved = [&](int rank) { return dir + "/hier_state_" + std::to_string(rank) + ".bin"; };
+    LoopbackWorld two_hosts(4, 2, Hierarchy::kOn);
+    run_runtimes(two_hosts, std::vector<Config>(4, config), [&](Runtime& rt, int rank) {
+      for (int s = 0; s < 3; ++s) step(rt, rank, s);
+      rt.save_state(saved(rank));
+    });
+    for (const int per_host : {4, 1}) {
+      std::vector<std::vector<double>> outputs(4);
+      std::vector<std::string> again(4);
+      LoopbackWorld world(4, per_host, Hierarchy::kOn);
+      run_runtimes(world, std::vector<Config>(4, config), [&](Runtime& rt, int rank) {
+        rt.load_state(saved(rank));
+        const std::string copy = saved(rank) + "." + std::to_string(per_host);
+        rt.save_state(copy);
+        again[rank] = read(copy);
+        outputs[rank] = step(rt, rank, 3);
+      });
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(again[r], read(saved(r))) << c.compressor << " rank " << r << ", " << per_host;
+        EXPECT_EQ(outputs[r], outputs[0]) << c.compressor << " rank " << r << ", " << per_host;
       }
     }
   }
