@@ -53,10 +53,24 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   // By host, the host's first rank selects from the sum of its ranks' inputs and only the first
   // ranks send blocks; every rank's contribution is its own input on its host's selection, so
   // the host's contributions add up to the compressed host sum and each rank's error feedback
-  // keeps what its host did not send (docs/compressors.md, "Several ranks per host").
+  // keeps what its host did not send (docs/design/communicators.md, "Several ranks per host").
   const std::vector<int> hosts = ctx.comm.exchange_hosts();
   const int me = ctx.comm.rank(), world = ctx.comm.size();
-  const int my_first = hosts.empty() ? me : me - ctx.comm.local_rank();
+  // Senders in rank order: every rank, or by host each host's first rank (a host's ranks need
+  // not be numbered together; host indices are below the world size).
+  std::vector<int> senders;
+  int my_first = me;
+  if (hosts.empty()) {
+    for (int r = 0; r < world; ++r) senders.push_back(r);
+  } else {
+    std::vector<int> first_of(world, -1);  // by host
+    for (int r = 0; r < world; ++r) {
+      if (first_of[hosts[r]] >= 0) continue;
+      first_of[hosts[r]] = r;
+      senders.push_back(r);
+    }
+    my_first = first_of[hosts[me]];
+  }
   std::vector<float> host_sum;
   if (!hosts.empty()) {
     size_t elements = 0;
@@ -103,14 +117,8 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
     ctx.stats.index_bytes += static_cast<uint64_t>(s.k) * sizeof(int32_t);
   }
 
-  // Blocks in rank order: every rank's, or by host every host's first rank's.
-  std::vector<size_t> recv_bytes(world, block_bytes);
-  std::vector<int> senders;
-  for (int r = 0; r < world; ++r) {
-    const bool first = hosts.empty() || r == 0 || hosts[r] != hosts[r - 1];
-    if (!first) recv_bytes[r] = 0;
-    if (first) senders.push_back(r);
-  }
+  std::vector<size_t> recv_bytes(world, 0);
+  for (int r : senders) recv_bytes[r] = block_bytes;
   std::vector<uint8_t> all(block_bytes * senders.size());
   begin_phase(ctx, "values collective", "communicate");
   if (block_bytes && hosts.empty()) ctx.comm.allgather(block.data(), block_bytes, all.data());

@@ -125,11 +125,8 @@ void MpiCommunicator::sharded_allreduce(void* buf, size_t count, ScalarType type
     traffic.bytes_sent += piece_bytes - mine_bytes;
     traffic.bytes_received += mine_bytes * static_cast<size_t>(ranks - 1);
     if (mine > 0) {
-      AllreduceAlgorithm algorithm = algorithm_for(mine_bytes, true);
-      if (algorithm == AllreduceAlgorithm::kDoubling ||
-          algorithm == AllreduceAlgorithm::kRabenseifner) {
-        algorithm = mine_bytes > options_.max_message_bytes ? AllreduceAlgorithm::kRing : algorithm;
-      }
+      // Within max_message_bytes (a piece's shard), so doubling and Rabenseifner take it whole.
+      const AllreduceAlgorithm algorithm = algorithm_for(mine_bytes, true);
       add_traffic(&traffic, run_allreduce(algorithm, shard_comm_, shard_ring_comm_,
                                           leader_segment_bytes_, shard_.data(), mine, type, op));
       std::memcpy(piece + byte_displs[local_rank_], shard_.data(), mine_bytes);
