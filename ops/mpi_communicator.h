@@ -160,7 +160,8 @@ class MpiCommunicator : public Communicator {
                               ScalarType type, CollectiveOp op);
   // On even hosts (unless Hierarchy::kLeader): reduce-scattered within the host, each local
   // rank's shard All-Reduced across hosts with the other hosts' ranks of its local rank,
-  // All-Gathered back within the host.
+  // All-Gathered back within the host; in pieces of kHostPieceBytes, pipelined.
+  static constexpr size_t kHostPieceBytes = size_t{2} << 20;
   void sharded_allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op);
   void allgatherv_by_host(const void* send, void* recv, const std::vector<size_t>& recv_bytes,
                           size_t total);
@@ -180,7 +181,8 @@ class MpiCommunicator : public Communicator {
   MPI_Comm leader_ring_comm_ = MPI_COMM_NULL;
   MPI_Comm shard_comm_ = MPI_COMM_NULL, shard_ring_comm_ = MPI_COMM_NULL;
   bool even_hosts_ = false;  // every host runs local_size_ ranks
-  std::vector<char> shard_;  // this rank's shard (sharded_allreduce)
+  // This rank's shards of the two pieces in flight (sharded_allreduce).
+  std::array<std::vector<char>, 2> shards_;
   int hosts_ = 1;
   std::vector<int> host_of_;  // by rank: its host's index among the hosts' first ranks
   bool hierarchical_ = false;

@@ -95,48 +95,67 @@ void MpiCommunicator::hierarchical_allreduce(AllreduceAlgorithm algorithm, void*
 
 // Every rank ends with the same bytes: shard l is computed by local rank l of every host together
 // (the same algorithm over the same shard on each), and the hosts' ranks All-Gather the shards.
-// Pieces of at most max_message_bytes go through all three stages one after another.
+// The message goes in pieces, pipelined: piece i's exchange between hosts runs while piece i+1 is
+// reduce-scattered and piece i-1 All-Gathered within the host (MPI advances the host's
+// non-blocking collectives whenever the exchange tests its own requests). Every rank posts the
+// host's collectives in the same order: scatter 0, then per piece i scatter i+1 and gather i.
 void MpiCommunicator::sharded_allreduce(void* buf, size_t count, ScalarType type, CollectiveOp op) {
   const size_t element = scalar_size(type);
   const MpiReduction reduction = reduce_ops_.lookup(type, op);
-  const size_t step = std::max<size_t>(1, options_.max_message_bytes / element);
+  const size_t step =
+      std::max<size_t>(1, std::min(options_.max_message_bytes, kHostPieceBytes) / element);
+  const size_t pieces = (count + step - 1) / step;
   const int ranks = local_size_;
   char* data = static_cast<char*>(buf);
+  // Per piece: element counts (the scatter) and byte counts and offsets (the gather), which MPI
+  // reads until the non-blocking call completes.
+  std::vector<std::vector<int>> counts(pieces, std::vector<int>(ranks));
+  std::vector<std::vector<int>> byte_counts = counts, byte_displs = counts;
+  for (size_t i = 0; i < pieces; ++i) {
+    const size_t n = std::min(step, count - i * step);
+    for (int l = 0, offset = 0; l < ranks; ++l) {
+      counts[i][l] = static_cast<int>(n / ranks + (static_cast<size_t>(l) < n % ranks ? 1 : 0));
+      byte_counts[i][l] = counts[i][l] * static_cast<int>(element);
+      byte_displs[i][l] = offset;
+      offset += byte_counts[i][l];
+    }
+  }
+  for (std::vector<char>& shard : shards_)
+    shard.resize(std::max<size_t>(1, counts[0][0] * element));
   TrafficCounters traffic;
   const WaitPolicy local = moving_wait();
-  std::vector<int> counts(ranks), byte_counts(ranks), byte_displs(ranks);
-  for (size_t done = 0; done < count; done += step) {
-    const size_t n = std::min(step, count - done);
-    char* piece = data + done * element;
-    for (int l = 0, offset = 0; l < ranks; ++l) {
-      counts[l] = static_cast<int>(n / ranks + (static_cast<size_t>(l) < n % ranks ? 1 : 0));
-      byte_counts[l] = counts[l] * static_cast<int>(element);
-      byte_displs[l] = offset;
-      offset += byte_counts[l];
-    }
-    const size_t mine = static_cast<size_t>(counts[local_rank_]);
-    const size_t mine_bytes = mine * element, piece_bytes = n * element;
-    shard_.resize(std::max<size_t>(1, mine_bytes));
-    meet_host();
-    MPI_Request request = MPI_REQUEST_NULL;
-    ARC_MPI_CHECK(MPI_Ireduce_scatter(piece, shard_.data(), counts.data(), reduction.datatype,
-                                      reduction.op, node_comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, local, piece_bytes);
+  MPI_Request scatter = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> gathers(pieces, MPI_REQUEST_NULL);
+  auto post_scatter = [&](size_t i) {
+    ARC_MPI_CHECK(MPI_Ireduce_scatter(data + i * step * element, shards_[i % 2].data(),
+                                      counts[i].data(), reduction.datatype, reduction.op,
+                                      node_comm_, &scatter));
+  };
+  meet_host();
+  post_scatter(0);
+  for (size_t i = 0; i < pieces; ++i) {
+    char* piece = data + i * step * element;
+    const size_t piece_bytes = std::min(step, count - i * step) * element;
+    const size_t mine = static_cast<size_t>(counts[i][local_rank_]);
+    const size_t mine_bytes = mine * element;
+    wait_request(&scatter, MPI_STATUS_IGNORE, local, piece_bytes);
     traffic.bytes_sent += piece_bytes - mine_bytes;
     traffic.bytes_received += mine_bytes * static_cast<size_t>(ranks - 1);
+    if (i + 1 < pieces) post_scatter(i + 1);  // into the other buffer, copied out last round
     if (mine > 0) {
-      // Within max_message_bytes (a piece's shard), so doubling and Rabenseifner take it whole.
-      const AllreduceAlgorithm algorithm = algorithm_for(mine_bytes, true);
-      add_traffic(&traffic, run_allreduce(algorithm, shard_comm_, shard_ring_comm_,
-                                          leader_segment_bytes_, shard_.data(), mine, type, op));
-      std::memcpy(piece + byte_displs[local_rank_], shard_.data(), mine_bytes);
+      char* shard = shards_[i % 2].data();
+      add_traffic(&traffic,
+                  run_allreduce(algorithm_for(mine_bytes, true), shard_comm_, shard_ring_comm_,
+                                leader_segment_bytes_, shard, mine, type, op));
+      std::memcpy(piece + byte_displs[i][local_rank_], shard, mine_bytes);
     }
-    meet_host();
-    ARC_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, piece, byte_counts.data(),
-                                  byte_displs.data(), MPI_BYTE, node_comm_, &request));
-    wait_request(&request, MPI_STATUS_IGNORE, local, piece_bytes);
+    ARC_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, piece, byte_counts[i].data(),
+                                  byte_displs[i].data(), MPI_BYTE, node_comm_, &gathers[i]));
     traffic.bytes_sent += mine_bytes * static_cast<size_t>(ranks - 1);
     traffic.bytes_received += piece_bytes - mine_bytes;
+  }
+  for (size_t i = 0; i < pieces; ++i) {
+    wait_request(&gathers[i], MPI_STATUS_IGNORE, local, std::min(step, count - i * step) * element);
   }
   record(traffic);
 }

@@ -38,6 +38,15 @@ foreach(case "4;2;auto;auto" "3;2;auto;auto" "5;2;auto;1" "4;4;auto;1" "6;3;ring
     COMMAND communicator_mpi_test --algorithm=${algorithm} --ranks-per-host=${per_host}
             --hierarchy=${hierarchy})
 endforeach()
+# By host in many pieces (the sharded stages' pipeline, the leader's split messages).
+foreach(case "4;2;auto" "6;3;auto" "5;2;auto")
+  list(GET case 0 np)
+  list(GET case 1 per_host)
+  list(GET case 2 hierarchy)
+  arcreduce_add_mpi_test(NAME ops_communicator_hosts_of_${per_host}_small_np${np} NP ${np}
+    TIMEOUT 180 COMMAND communicator_mpi_test --algorithm=auto --ranks-per-host=${per_host}
+                        --hierarchy=${hierarchy} --small-messages)
+endforeach()
 arcreduce_add_mpi_test(NAME ops_communicator_auto_hosts_of_2_flat_np3 NP 3
   COMMAND communicator_mpi_test --algorithm=auto --ranks-per-host=2 --hierarchy=0 TIMEOUT 120)
 # Split paths (messages above max_message_bytes) and many ring segments, at odd and even sizes.
