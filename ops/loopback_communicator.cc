@@ -84,14 +84,7 @@ class LoopbackCommunicator : public Communicator {
     }
     // MpiCommunicator's host stages: a reduce into the host's first rank, the first ranks'
     // All-Reduce, a broadcast back.
-    TrafficCounters traffic;
-    if (local_size() > 1) {
-      if (local_rank() == 0) {
-        traffic.bytes_received += bytes * static_cast<size_t>(local_size() - 1);
-      } else {
-        traffic.bytes_sent += bytes;
-      }
-    }
+    TrafficCounters traffic = reduce_to_first_traffic(bytes, local_size(), local_rank());
     if (local_rank() == 0) {
       add_traffic(&traffic, allreduce_traffic(count, scalar_size(type), hosts(), rank_ / per_host));
     }
@@ -323,13 +316,7 @@ class LoopbackCommunicator : public Communicator {
                                CollectiveOp::kSum);
                  }
                });
-    TrafficCounters traffic;
-    if (local_rank() == 0) {
-      traffic.bytes_received += bytes * static_cast<size_t>(local_size() - 1);
-    } else {
-      traffic.bytes_sent += bytes;
-    }
-    record(traffic);
+    record(reduce_to_first_traffic(bytes, local_size(), local_rank()));
   }
 
   TrafficCounters traffic() const override {

@@ -49,11 +49,7 @@ void MpiCommunicator::reduce_to_first(void* buf, size_t count, ScalarType type, 
                               reduction.op, 0, node_comm_, &request));
     wait_request(&request, MPI_STATUS_IGNORE, local, static_cast<size_t>(n) * element);
   }
-  if (local_rank_ == 0) {
-    traffic->bytes_received += count * element * static_cast<size_t>(local_size_ - 1);
-  } else {
-    traffic->bytes_sent += count * element;
-  }
+  add_traffic(traffic, reduce_to_first_traffic(count * element, local_size_, local_rank_));
 }
 
 std::vector<int> MpiCommunicator::exchange_hosts() const {

@@ -89,4 +89,15 @@ TrafficCounters alltoallv_traffic(const std::vector<size_t>& send_bytes,
   return traffic;
 }
 
+TrafficCounters reduce_to_first_traffic(size_t bytes, int local_size, int local_rank) {
+  TrafficCounters traffic;
+  if (local_size < 2) return traffic;
+  if (local_rank == 0) {
+    traffic.bytes_received = bytes * static_cast<size_t>(local_size - 1);
+  } else {
+    traffic.bytes_sent = bytes;
+  }
+  return traffic;
+}
+
 }  // namespace arcreduce

@@ -37,6 +37,9 @@ TrafficCounters broadcast_traffic(size_t bytes, int size, int rank, int root);
 TrafficCounters gatherv_traffic(const std::vector<size_t>& block_bytes, int rank, int root);
 TrafficCounters alltoallv_traffic(const std::vector<size_t>& send_bytes,
                                   const std::vector<size_t>& recv_bytes, int rank);
+// A reduce of `bytes` within a host into its first rank (local_rank 0), direct: every other rank
+// sends its buffer, the first rank receives local_size - 1 of them.
+TrafficCounters reduce_to_first_traffic(size_t bytes, int local_size, int local_rank);
 // An All-Gather by host (MpiCommunicator's, the loopback world's): the host's other ranks send
 // their blocks to its first rank (local_rank 0), the first ranks All-Gather their hosts' parts
 // (host_bytes[h]: the sum of host h's blocks; `host`: this rank's), and the whole result goes back

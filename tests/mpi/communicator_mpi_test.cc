@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,17 @@ bool identical_on_all_ranks(const void* data, size_t bytes) {
   MPI_Allreduce(&mine, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&mine, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   return low == high;
+}
+
+// Bytes sent and received by the whole job since `before` (this rank's counters then), summed
+// over the ranks of MPI_COMM_WORLD.
+std::array<uint64_t, 2> job_traffic_since(const Communicator& comm, const TrafficCounters& before) {
+  const TrafficCounters after = comm.traffic();
+  uint64_t delta[2] = {after.bytes_sent - before.bytes_sent,
+                       after.bytes_received - before.bytes_received};
+  std::array<uint64_t, 2> total{};
+  MPI_Allreduce(delta, total.data(), 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return total;
 }
 
 std::vector<char> pattern(size_t bytes, int seed) {
@@ -199,11 +211,7 @@ TEST_F(MpiCommunicatorTest, AllreduceByHostEveryTypeAndOpExactly) {
       EXPECT_EQ(buf, testing::naive_allreduce(type, op, count, size(), true))
           << scalar_type_name(type) << " " << collective_op_name(op) << " count " << count;
       EXPECT_TRUE(identical_on_all_ranks(buf.data(), buf.size()));
-      const TrafficCounters after = comm_->traffic();
-      uint64_t delta[2] = {after.bytes_sent - before.bytes_sent,
-                           after.bytes_received - before.bytes_received};
-      uint64_t total[2] = {0, 0};
-      MPI_Allreduce(delta, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      const std::array<uint64_t, 2> total = job_traffic_since(*comm_, before);
       EXPECT_EQ(total[0], total[1]);
       // At least the host stages' share: every rank but the hosts' exchanging ones sends about
       // its whole message within the host.
@@ -434,11 +442,7 @@ TEST_F(MpiCommunicatorTest, PointToPointAndTraffic) {
   std::vector<float> buf(5003, 1.0f);
   comm_->allreduce(buf.data(), buf.size(), ScalarType::kFloat32, CollectiveOp::kSum);
   EXPECT_EQ(buf[5002], static_cast<float>(size()));
-  const TrafficCounters after = comm_->traffic();
-  uint64_t delta[2] = {after.bytes_sent - before.bytes_sent,
-                       after.bytes_received - before.bytes_received};
-  uint64_t total[2] = {0, 0};
-  MPI_Allreduce(delta, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const std::array<uint64_t, 2> total = job_traffic_since(*comm_, before);
   EXPECT_EQ(total[0], total[1]);
   const uint64_t p2p = (size() > 1 ? 2 : 1) * uint64_t{100007} * size();
   // The ring (and MPI's estimate) forwards 2(P-1) chunks per rank; recursive doubling sends the
