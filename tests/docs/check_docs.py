@@ -228,6 +228,193 @@ def check_guide(root, md):
         problems.append(f"{name}: {len(lines)} lines, more than {GUIDE_MAX_LINES}")
     return problems
 
+# ---- figures: every number beside a log stays the log's ----------------------------------------
+
+# A figure: digits with optional thousands commas and decimals, not part of a word, a path or a
+# version (fp16, examples/03, 1.13.1) and not a list marker; a following unit is allowed (0.26x,
+# 86.8%, 25mbit).
+FIGURE = re.compile(r"(?<![\w./\\])(?<![A-Za-z_]-)(?:-(?=\d))?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+                    r"(?![\d.]\d|[,]\d{3}\b|[/\\]\w)")
+# A unit after a figure makes it a measurement (checked even in a sentence without a link).
+MEASURED = re.compile(r"(?:-\d[\d.,]*)?\s?(?:x\b|%|ms\b|s\b|us\b|[KMG]i?B\b|[MG]bit/s|min\b|"
+                      r"minutes?\b|hours?\b|steps?\b|points?\b|seeds?\b|passes\b|core)")
+INLINE_CODE = re.compile(r"`[^`]*`")
+IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+LINK_PARTS = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[`*_])")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+# Numbers a guide may state beside a log without the log holding them: at most five, each with
+# its reason. (None needed.)
+FIGURE_EXCEPTIONS = {}
+
+
+def figure_key(text):
+    """A figure as compared: commas dropped, trailing zeros of a decimal dropped (0.60 = 0.6)."""
+    text = text.replace(",", "").lstrip("-")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _log_sections(path):
+    """{anchor: text} of a Markdown log's headings (each heading's section up to the next heading
+    of the same or a higher level), and None: the whole file."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    sections, counts, open_ = {None: "\n".join(lines)}, {}, []
+    for line in lines:
+        m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if m:
+            level = len(m.group(1))
+            open_ = [(lv, a) for lv, a in open_ if lv < level]
+            a = anchor(m.group(2))
+            n = counts.get(a, 0)
+            counts[a] = n + 1
+            a = a if n == 0 else f"{a}-{n}"
+            sections[a] = ""
+            open_.append((level, a))
+        for _, a in open_:
+            sections[a] += line + "\n"
+    return sections
+
+
+def log_figures(root, target, cache={}):
+    """The figures of a linked log ((path, anchor)): the anchor's section of a Markdown log, the
+    whole of any other text file under docs/results/."""
+    if target not in cache:
+        path, frag = target
+        if path.suffix == ".md":
+            text = _log_sections(path).get(frag or None, "")
+        else:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        cache[target] = {figure_key(m.group(1)) for m in FIGURE.finditer(text)}
+    return cache[target]
+
+
+def _figures_of(text):
+    """The figures of a sentence or table row, (offset, figure, measured): code, images, link targets and
+    link texts that name a file left out."""
+    def blank(m):
+        return " " * len(m.group(0))
+
+    def link(m):
+        label, keep = m.group(1), True
+        if "/" in label or re.search(r"\.\w{2,4}$", label):
+            keep = False  # [results/tta/table.md](...): a file name, not a figure
+        shown = label if keep else " " * len(label)
+        return " " + shown + " " * (len(m.group(0)) - len(label) - 1)
+    text = INLINE_CODE.sub(blank, text)
+    text = IMAGE.sub(blank, text)
+    text = LINK_PARTS.sub(link, text)
+    text = re.sub(r"<[^>]+>", blank, text)
+    return [(m.start(1), m.group(1), bool(MEASURED.match(text, m.end())))
+            for m in FIGURE.finditer(text)]
+
+
+def _logs_linked(root, md, text):
+    """(path, anchor) of every text file under docs/results/ that `text` links."""
+    results = (root / "docs" / "results").resolve()
+    found = []
+    for _, target in LINK_PARTS.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        path_part, _, frag = target.partition("#")
+        dest = (md if not path_part else md.parent / path_part).resolve()
+        if (dest.is_file() and results in dest.parents
+                and dest.suffix in (".md", ".txt", ".csv", ".dat", ".json", ".jsonl")):
+            found.append((dest, frag or None))
+    return found
+
+
+def _units(lines):
+    """The sections of a page, each a list of units under one heading; a unit is a sentence of a
+    paragraph or list item, or a table row: (kind "sentence" or "row", [(line number, char)])."""
+    sections, units, paragraph, fence = [], [], [], False
+
+    def flush():
+        if paragraph:
+            joined, starts = "", []
+            for number, text in paragraph:
+                starts.append((len(joined), number))
+                joined += text.strip() + " "
+            for start, body in _split_sentences(joined):
+                units.append(("sentence",
+                              [(_line_at(starts, start + i), ch) for i, ch in enumerate(body)]))
+            paragraph.clear()
+
+    for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            flush()
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if HEADING.match(line):
+            flush()
+            sections.append(units)
+            units = []
+        elif line.startswith("|"):
+            flush()
+            if not re.match(r"^\|[\s:|-]+\|?\s*$", line):  # not the |---| rule
+                units.append(("row", [(number, ch) for ch in line]))
+        elif not line.strip():
+            flush()
+        else:
+            if LIST_ITEM.match(line):
+                flush()
+                line = LIST_ITEM.sub(lambda m: " " * len(m.group(0)), line, count=1)
+            paragraph.append((number, line))
+    flush()
+    sections.append(units)
+    return sections
+
+
+def _line_at(starts, offset):
+    number = starts[0][1]
+    for start, n in starts:
+        if start <= offset:
+            number = n
+    return number
+
+
+def _split_sentences(text):
+    out, start = [], 0
+    for m in SENTENCE_END.finditer(text):
+        out.append((start, text[start:m.start()]))
+        start = m.end()
+    out.append((start, text[start:]))
+    return out
+
+
+def check_figures(root, md):
+    """A guide's figures are its logs': under a heading that links a log under docs/results/,
+    every number of a sentence that links a log, every number of a table row, and every measured
+    figure (a number with a unit: 0.26x, 86.8%, 44.1 s, 325 steps) of any other sentence occurs
+    in one of the logs linked under that heading (a Markdown log linked with an anchor: in that
+    section of it)."""
+    problems = []
+    name = md.relative_to(root)
+    exceptions = FIGURE_EXCEPTIONS.get(str(name), set())
+    for units in _units(md.read_text(encoding="utf-8").splitlines()):
+        texts = ["".join(ch for _, ch in chars) for _, chars in units]
+        linked = [_logs_linked(root, md, text) for text in texts]
+        logs = []
+        for found in linked:
+            logs += [t for t in found if t not in logs]
+        if not logs:
+            continue
+        known = set().union(*(log_figures(root, t) for t in logs))
+        shown = ", ".join(sorted({str(p.relative_to((root / "docs" / "results").resolve()))
+                                  + (f"#{f}" if f else "") for p, f in logs}))
+        for (kind, chars), text, own in zip(units, texts, linked):
+            every = kind == "row" or bool(own)
+            for offset, figure, measured in _figures_of(text):
+                if not (every or measured):
+                    continue
+                if figure_key(figure) in known or figure in exceptions:
+                    continue
+                problems.append(f"{name}:{chars[offset][0]}: '{figure}' is in none of the logs "
+                                f"linked under its heading ({shown})")
+    return problems
 
 def markdown_files(root):
     yield root / "README.md"
@@ -258,6 +445,7 @@ def main(root):
     broken += check_configuration(root)
     for guide in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         broken += check_guide(root, guide)
+        broken += check_figures(root, guide)
     lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
     if lines > README_MAX_LINES:
         broken.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
