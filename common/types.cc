@@ -5,11 +5,23 @@ namespace arcreduce {
 
 int64_t num_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
+  bool zero = false, overflow = false;
   for (int64_t d : shape) {
     if (d < 0) return -1;
-    n *= d;
+    zero = zero || d == 0;  // a zero dimension makes the product 0, overflow or not
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
   }
-  return n;
+  if (zero) return 0;
+  return overflow ? -1 : n;
+}
+
+int64_t num_bytes(const std::vector<int64_t>& shape, DType dtype) {
+  const int64_t n = num_elements(shape);
+  int64_t bytes = 0;
+  if (n < 0 || __builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
+    return -1;
+  }
+  return bytes;
 }
 
 size_t dtype_size(DType dtype) {

@@ -162,6 +162,59 @@ std::string format_seconds(double seconds) {
 
 }  // namespace
 
+void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
+                   const WaitLoopHooks& hooks) {
+  using TimePoint = WaitLoopHooks::TimePoint;
+  const bool bounded = policy.timeout.count() > 0;
+  const TimePoint start = hooks.now();
+  const TimePoint spin_until = start + spin;
+  TimePoint quiet_since = start;  // start, or the last partial completion
+  // The timeout counts from the start or the last completion of any request (a long ring makes
+  // progress step by step; a single request has only its start).
+  TimePoint last_progress = start;
+  TimePoint last_look = start;
+  auto check_timeout = [&](TimePoint now, bool progressed) {
+    if (progressed || now - last_look > kOwnStopGap) last_progress = now;
+    last_look = now;
+    if (bounded && now - last_progress > policy.timeout) hooks.timeout();
+  };
+  std::chrono::microseconds sleep = policy.min_sleep;
+  // Completions not yet acted on: those of the burst after a sleep count at the next decision,
+  // so that they restart the back-off as those of the first test do.
+  bool progressed = false;
+  while (true) {
+    if (hooks.poll(&progressed)) return;
+    if (policy.mode != WaitMode::kSleep) {
+      if (policy.mode == WaitMode::kYield) hooks.yield();
+      if (bounded) check_timeout(hooks.now(), progressed);
+      progressed = false;
+      continue;
+    }
+    const TimePoint now = hooks.now();
+    check_timeout(now, progressed);
+    if (progressed) {
+      sleep = policy.min_sleep;
+      quiet_since = now;
+      progressed = false;
+    }
+    if (now < spin_until) {
+      hooks.yield();  // the spin leaves the core to a runnable training thread
+      continue;
+    }
+    // A completion is noticed at most about 1/16 of the quiet time late; a long wait (a slow
+    // link) wakes rarely, a short one stays prompt.
+    const auto bound =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - quiet_since) / kQuietFraction;
+    hooks.sleep(std::max(policy.min_sleep, std::min(sleep, bound)));
+    sleep = std::min(sleep * 2, policy.max_sleep);
+    // Open MPI runs some progress callbacks (libnbc's schedules among them) only on every
+    // eighth progress call: poll in a burst after each sleep so one wake-up advances them.
+    for (int i = 0; i < std::max(policy.poll_burst, 1); ++i) {
+      if (hooks.poll(&progressed)) return;
+    }
+  }
+}
+
 void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const WaitPolicy& policy,
                    size_t bytes) {
   if (count <= 0) return;
@@ -177,10 +230,7 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const
   std::vector<MPI_Status> scratch;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  Clock::time_point quiet_since = start;  // start, or the last partial completion
   WaitHistory* history = policy.mode == WaitMode::kSleep ? policy.history.get() : nullptr;
-  const Clock::time_point spin_until =
-      start + (history ? history->spin_for(bytes, policy.spin) : policy.spin);
   // Tells the history how long this wait took, however it ends.
   struct Recorder {
     WaitHistory* history;
@@ -191,47 +241,15 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const
       if (history) history->record(bytes, spin, Clock::now() - start);
     }
   } recorder{history, bytes, policy.spin, start};
-  // The timeout counts from the start or the last completion of any request (a long ring makes
-  // progress step by step; a single request has only its start).
-  Clock::time_point last_progress = quiet_since;
-  Clock::time_point last_look = quiet_since;
-  auto check_timeout = [&](Clock::time_point now, bool progressed) {
-    if (progressed || now - last_look > kOwnStopGap) last_progress = now;
-    last_look = now;
-    if (bounded && now - last_progress > policy.timeout) throw_timeout(policy, count, remaining);
+  WaitLoopHooks hooks;
+  hooks.poll = [&](bool* progressed) {
+    return test(requests, count, statuses, &remaining, progressed, &indices, &scratch);
   };
-  std::chrono::microseconds sleep = policy.min_sleep;
-  while (true) {
-    bool progressed = false;
-    if (test(requests, count, statuses, &remaining, &progressed, &indices, &scratch)) return;
-    if (policy.mode != WaitMode::kSleep) {
-      if (policy.mode == WaitMode::kYield) sched_yield();
-      if (bounded) check_timeout(Clock::now(), progressed);
-      continue;
-    }
-    const Clock::time_point now = Clock::now();
-    check_timeout(now, progressed);
-    if (now < spin_until) {
-      sched_yield();  // the spin leaves the core to a runnable training thread
-      continue;
-    }
-    if (progressed) {
-      sleep = policy.min_sleep;
-      quiet_since = now;
-    }
-    // A completion is noticed at most about 1/16 of the quiet time late; a long wait (a slow
-    // link) wakes rarely, a short one stays prompt.
-    const auto bound =
-        std::chrono::duration_cast<std::chrono::microseconds>(now - quiet_since) / kQuietFraction;
-    std::this_thread::sleep_for(std::max(policy.min_sleep, std::min(sleep, bound)));
-    sleep = std::min(sleep * 2, policy.max_sleep);
-    // Open MPI runs some progress callbacks (libnbc's schedules among them) only on every
-    // eighth progress call: poll in a burst after each sleep so one wake-up advances them.
-    for (int i = 0; i < std::max(policy.poll_burst, 1); ++i) {
-      if (test(requests, count, statuses, &remaining, &progressed, &indices, &scratch)) return;
-    }
-    if (progressed) last_progress = Clock::now();
-  }
+  hooks.now = [] { return Clock::now(); };
+  hooks.sleep = [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); };
+  hooks.yield = [] { sched_yield(); };
+  hooks.timeout = [&] { throw_timeout(policy, count, remaining); };
+  run_wait_loop(policy, history ? history->spin_for(bytes, policy.spin) : policy.spin, hooks);
 }
 
 }  // namespace arcreduce

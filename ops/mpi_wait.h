@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,24 @@ inline void wait_request(MPI_Request* request, MPI_Status* status, const WaitPol
   wait_requests(request, 1, status == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : status, policy,
                 bytes);
 }
+
+// The polling loop of wait_requests, apart from MPI and the clock, so that tests drive it with
+// scripted completions and a clock of their own. wait_requests binds the hooks to MPI_Test(some),
+// steady_clock, sleep_for and sched_yield.
+struct WaitLoopHooks {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // Tests the requests once: true when every one is done; sets *progressed (never clears it)
+  // when some of them completed in this test.
+  std::function<bool(bool* progressed)> poll;
+  std::function<TimePoint()> now;
+  std::function<void(std::chrono::microseconds)> sleep;
+  std::function<void()> yield;
+  std::function<void()> timeout;  // throws: no progress for policy.timeout
+};
+// Polls through `hooks` until poll() says done, as policy.mode says (policy.mode kBusy with a
+// timeout polls without pause), polling without sleeps for `spin` first under kSleep.
+void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
+                   const WaitLoopHooks& hooks);
 
 // Makes this thread's sleeps as short as asked (Linux rounds every sleep up by the thread's
 // timer slack, 50 us by default, which would turn the 10 us first sleep into 60 us). Call once

@@ -51,12 +51,23 @@ MpiCommunicatorOptions communicator_options(const Config& config) {
   return options;
 }
 
+// Lock rules (docs/cpp-api.md, "Threads"):
+//   g_lifecycle_mutex serialises the calls that change which runtimes exist or make blocking MPI
+//     calls on the caller's thread: init(), shutdown(), add_process_set(), remove_process_set()
+//     and the exit handler. It is held across their MPI calls and coordinator joins, so it is
+//     never taken on a coordinator thread (callbacks run there: those calls made from a callback
+//     only request, or fail with an Error), and never taken while g_mutex is held.
+//   g_mutex guards the state below (the current runtime, the process sets, the parked runtimes,
+//     the next set id, the orphan queue). It is held only to read or swap that state: never
+//     across a join, a wait for an op, or an MPI call, so a callback may call any function that
+//     takes it while another thread shuts a runtime down or initialises a new one.
+std::mutex g_lifecycle_mutex;
 std::mutex g_mutex;
-// The current runtime, replaced only by init() and torn down by the exit handler, both under
-// g_mutex. Calls that use it after releasing g_mutex (submissions, synchronize()) hold a
-// reference, so a runtime that another thread replaces or tears down meanwhile stays alive until
-// the last such call returns. Never destroyed by static destruction: the atexit handler tears the
-// runtime down before MPI_Finalize.
+// The current runtime, replaced only by init() and torn down by the exit handler. Calls that use
+// it after releasing g_mutex (submissions, synchronize()) hold a reference, so a runtime that
+// another thread replaces or tears down meanwhile stays alive until the last such call returns.
+// Never destroyed by static destruction: the atexit handler tears the runtime down before
+// MPI_Finalize.
 std::shared_ptr<Runtime>& current_runtime() {
   static auto* runtime = new std::shared_ptr<Runtime>();
   return *runtime;
@@ -82,12 +93,20 @@ constexpr Handle kOrphanBit = 1ull << 63;
 // How long retire() waits for the calls still using a retired runtime.
 constexpr std::chrono::seconds kRetireWait(10);
 
-// Destroys `old`, a runtime that is no longer current, once the calls still using it have
-// returned. It is shut down first so that they return promptly: its pending ops complete with
-// kShutdown and new submissions are rejected. Called with g_mutex held on the thread of init()
-// or of the exit handler, so its communicator is freed on a thread that makes MPI calls anyway.
+// Destroys `old`, a runtime that is no longer current (no longer reachable through the state),
+// once the calls still using it have returned. It is shut down first so that they return
+// promptly: its pending ops complete with kShutdown and new submissions are rejected. Called
+// with g_lifecycle_mutex held and g_mutex free (its callbacks may take g_mutex while it is
+// joined), on the thread of init(), remove_process_set() or the exit handler, before any new
+// runtime starts: its communicator is freed while no coordinator thread makes MPI calls, as
+// MPI_THREAD_SERIALIZED requires.
 // A call that does not return in time (a callback that blocks, or one that calls init() itself)
 // keeps the runtime alive for the rest of the process rather than have it freed under its feet.
+void park(std::shared_ptr<Runtime> runtime) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  parked_runtimes().push_back(std::move(runtime));
+}
+
 void retire(std::shared_ptr<Runtime> old) {
   if (!old) return;
   old->shutdown();
@@ -98,7 +117,7 @@ void retire(std::shared_ptr<Runtime> old) {
           "arcreduce: a call into the previous runtime has not returned after {} s; keeping "
           "that runtime alive",
           kRetireWait.count());
-      parked_runtimes().push_back(std::move(old));
+      park(std::move(old));
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -106,16 +125,23 @@ void retire(std::shared_ptr<Runtime> old) {
   old.reset();  // the last reference: the runtime is destroyed here
 }
 
-// Retires every process set's runtime (init() after shutdown(), the exit handler).
-void retire_process_sets() {
-  for (auto& [id, entry] : process_sets()) retire(std::move(entry.runtime));
-  process_sets().clear();
+// Takes every runtime out of the state (the process sets' first, then the current one) and
+// retires them: init() after shutdown(), the exit handler. g_lifecycle_mutex held.
+void retire_all() {
+  std::map<int, ProcessSetEntry> sets;
+  std::shared_ptr<Runtime> current;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    sets.swap(process_sets());
+    current = std::move(current_runtime());
+  }
+  for (auto& [id, entry] : sets) retire(std::move(entry.runtime));
+  retire(std::move(current));
 }
 
 void finalize_at_exit() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  retire_process_sets();
-  retire(std::move(current_runtime()));
+  std::lock_guard<std::mutex> life(g_lifecycle_mutex);
+  retire_all();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -149,9 +175,14 @@ void ensure_mpi() {
   }
 }
 
+bool runtime_running() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return current_runtime() && current_runtime()->running();
+}
+
+// init() and init(config), with g_lifecycle_mutex held and g_mutex free.
 void init_locked(const Config* config) {
-  std::shared_ptr<Runtime>& current = current_runtime();
-  if (current && current->running()) return;  // init() twice is harmless, as in Horovod
+  if (runtime_running()) return;  // init() twice is harmless, as in Horovod
   ensure_mpi();
   std::optional<Config> parsed;
   std::string error;
@@ -172,12 +203,26 @@ void init_locked(const Config* config) {
       error = e.what();
     }
   }
+  // The old runtime and its sets (sets belong to the runtime they were added to) are freed
+  // before the new communicator exists: freeing them after the new coordinator started would put
+  // two threads in MPI at once.
+  retire_all();
   auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
   if (!error.empty()) agree_on_config(*comm, nullptr, error);  // throws on every rank
-  retire_process_sets();  // sets belong to the runtime they were added to
-  std::shared_ptr<Runtime> old =
-      std::exchange(current, std::make_shared<Runtime>(*parsed, std::move(comm)));
-  retire(std::move(old));
+  auto runtime = std::make_shared<Runtime>(*parsed, std::move(comm));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  current_runtime() = std::move(runtime);
+}
+
+// For the calls that must not run on a coordinator thread (they join coordinators or make
+// blocking MPI calls): an Error naming the call, thrown from a completion callback.
+void refuse_on_coordinator_thread(const std::string& what) {
+  if (!Coordinator::on_any_coordinator_thread()) return;
+  throw Error("arcreduce::" + what +
+                  "() was called from a completion callback (the coordinator thread), where "
+                  "it would wait for that thread or make MPI calls beside it; call it from "
+                  "your own thread",
+              StatusCode::kInvalidArgument);
 }
 
 Runtime& running_runtime(const char* what) {
@@ -194,21 +239,36 @@ Runtime& running_runtime(const char* what) {
 }  // namespace
 
 void init() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  if (Coordinator::on_any_coordinator_thread() && runtime_running()) return;
+  refuse_on_coordinator_thread("init");
+  std::lock_guard<std::mutex> life(g_lifecycle_mutex);
   init_locked(nullptr);
 }
 
 void init(const Config& config) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  if (Coordinator::on_any_coordinator_thread() && runtime_running()) return;
+  refuse_on_coordinator_thread("init");
+  std::lock_guard<std::mutex> life(g_lifecycle_mutex);
   init_locked(&config);
 }
 
 void shutdown() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  for (auto& [id, entry] : process_sets()) {
-    if (entry.runtime) entry.runtime->shutdown();
+  // From a callback: every runtime is asked to shut down and the call returns (a coordinator
+  // cannot wait for itself); from any other thread, it returns once they have stopped.
+  const bool wait = !Coordinator::on_any_coordinator_thread();
+  std::unique_lock<std::mutex> life(g_lifecycle_mutex, std::defer_lock);
+  if (wait) life.lock();
+  std::vector<std::shared_ptr<Runtime>> runtimes;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (auto& [id, entry] : process_sets()) {
+      if (entry.runtime) runtimes.push_back(entry.runtime);
+    }
+    if (current_runtime()) runtimes.push_back(current_runtime());
   }
-  if (current_runtime()) current_runtime()->shutdown();
+  for (const auto& rt : runtimes) rt->request_shutdown();
+  if (!wait) return;
+  for (const auto& rt : runtimes) rt->shutdown();
 }
 
 bool initialized() {
@@ -384,14 +444,23 @@ Status broadcast(const std::string& name, Tensor tensor, int root_rank, Broadcas
   return synchronize(broadcast_async(name, std::move(tensor), root_rank, std::move(options)));
 }
 
-void save_state(const std::string& path) {
+namespace {
+
+// The current runtime (a reference that keeps it alive), or Error naming `what`.
+std::shared_ptr<Runtime> current_or_throw(const char* what) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  running_runtime("save_state").save_state(path);
+  running_runtime(what);  // throws: not initialised
+  return current_runtime();
+}
+
+}  // namespace
+
+void save_state(const std::string& path) {
+  current_or_throw("save_state")->save_state(path);  // g_mutex free: it waits for the state
 }
 
 void load_state(const std::string& path) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  running_runtime("load_state").load_state(path);
+  current_or_throw("load_state")->load_state(path);
 }
 
 Stats stats() {
@@ -413,8 +482,11 @@ ProcessSetEntry& process_set_entry(int process_set, const char* what) {
 }  // namespace
 
 int add_process_set(std::vector<int> ranks) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const Runtime& global = running_runtime("add_process_set");
+  refuse_on_coordinator_thread("add_process_set");
+  // g_lifecycle_mutex, not g_mutex, across the MPI calls below: the agreement blocks until every
+  // rank calls, and callbacks (which take g_mutex) must go on meanwhile.
+  std::lock_guard<std::mutex> life(g_lifecycle_mutex);
+  const std::shared_ptr<Runtime> global = current_or_throw("add_process_set");
   std::sort(ranks.begin(), ranks.end());
   const std::string what = "arcreduce::add_process_set(" + ranks_string(ranks) + ")";
   int provided = 0;
@@ -425,17 +497,22 @@ int add_process_set(std::vector<int> ranks) {
                 "from a thread of its own); MPI provides thread level " +
                 std::to_string(provided));
   }
-  std::string error = check_process_set_ranks(ranks, global.size());
-  if (error.empty() && static_cast<int>(ranks.size()) == global.size()) {
+  std::string error = check_process_set_ranks(ranks, global->size());
+  if (error.empty() && static_cast<int>(ranks.size()) == global->size()) {
     error = "these are the ranks of process set 0 (every rank of the job)";
   }
-  for (const auto& [id, entry] : process_sets()) {
-    if (error.empty() && entry.ranks == ranks) {
-      error = "process set " + std::to_string(id) + " has these ranks already";
+  int id = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& [set_id, entry] : process_sets()) {
+      if (error.empty() && entry.ranks == ranks) {
+        error = "process set " + std::to_string(set_id) + " has these ranks already";
+      }
     }
-  }
-  if (error.empty() && g_next_process_set_id > kMaxProcessSetId) {
-    error = "no process set ids left (" + std::to_string(kMaxProcessSetId) + " were added)";
+    if (error.empty() && g_next_process_set_id > kMaxProcessSetId) {
+      error = "no process set ids left (" + std::to_string(kMaxProcessSetId) + " were added)";
+    }
+    id = g_next_process_set_id;  // only this call (g_lifecycle_mutex) advances it
   }
   if (g_process_set_comm == MPI_COMM_NULL) {
     if (MPI_Comm_dup(MPI_COMM_WORLD, &g_process_set_comm) != MPI_SUCCESS) {
@@ -443,17 +520,16 @@ int add_process_set(std::vector<int> ranks) {
     }
   }
   agree_on_process_set(g_process_set_comm, ranks, error, what);  // throws on every rank
-  const int id = g_next_process_set_id++;
-  const bool member = rank_in_set(ranks, global.rank()) >= 0;
+  const bool member = rank_in_set(ranks, global->rank()) >= 0;
   MPI_Comm set_comm = MPI_COMM_NULL;
-  if (MPI_Comm_split(g_process_set_comm, member ? 0 : MPI_UNDEFINED, global.rank(), &set_comm) !=
+  if (MPI_Comm_split(g_process_set_comm, member ? 0 : MPI_UNDEFINED, global->rank(), &set_comm) !=
       MPI_SUCCESS) {
     throw Error(what + ": MPI_Comm_split failed", StatusCode::kInternal);
   }
   ProcessSetEntry entry;
   entry.ranks = ranks;
   if (member) {
-    Config config = global.config();
+    Config config = global->config();
     if (!config.timeline.empty()) config.timeline = process_set_timeline(config.timeline, id);
     std::unique_ptr<MpiCommunicator> comm;
     try {
@@ -465,18 +541,24 @@ int add_process_set(std::vector<int> ranks) {
     MPI_Comm_free(&set_comm);  // the communicator holds a duplicate
     entry.runtime = std::make_shared<Runtime>(config, std::move(comm));
   }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_next_process_set_id = id + 1;
   process_sets()[id] = std::move(entry);
   return id;
 }
 
 void remove_process_set(int process_set) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (process_set == 0) {
-    throw Error("arcreduce::remove_process_set(0): process set 0 (every rank) is the job's own");
+  refuse_on_coordinator_thread("remove_process_set");
+  std::lock_guard<std::mutex> life(g_lifecycle_mutex);
+  std::shared_ptr<Runtime> rt;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (process_set == 0) {
+      throw Error("arcreduce::remove_process_set(0): process set 0 (every rank) is the job's own");
+    }
+    rt = std::move(process_set_entry(process_set, "remove_process_set").runtime);
+    process_sets().erase(process_set);
   }
-  std::shared_ptr<Runtime> rt =
-      std::move(process_set_entry(process_set, "remove_process_set").runtime);
-  process_sets().erase(process_set);
   retire(std::move(rt));
 }
 

@@ -31,6 +31,8 @@ std::string quoted_list(const std::vector<std::string>& names, size_t limit) {
   return out.empty() ? "none" : out;
 }
 
+thread_local bool t_coordinator_thread = false;
+
 double thread_cpu_seconds() {
   timespec ts{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
@@ -64,6 +66,7 @@ Coordinator::~Coordinator() {
 void Coordinator::start() {
   thread_ = std::thread([this] {
     thread_id_.store(std::this_thread::get_id());
+    t_coordinator_thread = true;
     // Named so that `top -H`, `ps -L` and profilers show the runtime's CPU apart from the
     // training thread's (at most 15 characters).
     pthread_setname_np(pthread_self(), "arcreduce-coord");
@@ -72,9 +75,21 @@ void Coordinator::start() {
   });
 }
 
-void Coordinator::shutdown() {
+bool Coordinator::on_any_coordinator_thread() {
+  return t_coordinator_thread;
+}
+
+void Coordinator::request_shutdown() {
   shutdown_requested_ = true;
   queue_.wake();
+}
+
+void Coordinator::shutdown() {
+  request_shutdown();
+  // From a callback (this thread): the request is made, the loop ends after the agreed round;
+  // joining here would wait for itself.
+  if (on_coordinator_thread()) return;
+  std::lock_guard<std::mutex> lock(join_mutex_);  // two threads may shut down at once
   if (thread_.joinable()) thread_.join();
 }
 
@@ -187,14 +202,12 @@ void Coordinator::loop() {
     // be rank 0, so every rank that timed out ends the job itself.
     abort_job(describe_timeout(e), true);
   } catch (const std::exception& e) {
-    std::string message = std::string("arcreduce coordinator failed: ") + e.what();
-    ctx_.log->error("{}", message);
-    complete_device_buckets(true);
-    queue_.close(Status(StatusCode::kInternal, message));
-    if (timeline_) {
-      timeline_->instant("[runtime]", "coordinator failed", Clock::now(),
-                         "\"error\":" + json_string(e.what()));
-    }
+    // One rank's failure (an error raised on this side of a collective only, an allocation
+    // failure, a device fault) leaves the others inside a collective that this rank will never
+    // join: as NCCL's asynchronous errors abort the communicator, this rank ends the job, so the
+    // others stop within the grace period instead of the stall timeout, with this message.
+    abort_job(fmt::format("arcreduce coordinator failed on rank {}: {}", ctx_.rank, e.what()), true,
+              StatusCode::kInternal);
   }
   publish();
   if (timeline_) timeline_->flush();
@@ -217,10 +230,14 @@ CyclePlan Coordinator::negotiate(const std::vector<Request>& requests, Clock::ti
   return plan;
 }
 
-void Coordinator::abort_job(const std::string& reason, bool end_job) {
+void Coordinator::abort_job(const std::string& reason, bool end_job, StatusCode code) {
   ctx_.log->error("{}; aborting the job", reason);
-  complete_device_buckets(true);
-  queue_.close(Status(StatusCode::kStalled, reason));
+  try {
+    complete_device_buckets(true);
+  } catch (const std::exception& e) {
+    ctx_.log->error("while aborting: {}", e.what());  // the job ends all the same
+  }
+  queue_.close(Status(code, reason));
   publish();
   if (timeline_) {
     timeline_->instant("[runtime]", "abort", Clock::now(), "\"reason\":" + json_string(reason));

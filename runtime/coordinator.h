@@ -1,7 +1,8 @@
 // Coordinator: the background thread of one runtime. It alone uses the Context's communicator:
 // each cycle it waits for work (condition variable, no polling), negotiates with the other
 // ranks (Controller), plans buckets (plan_buckets) and reduces them (BucketExecutor), then
-// completes the ops. It never throws: failures become Status values of the affected ops.
+// completes the ops. It never throws: failures become Status values of the affected ops, and a
+// failure of this rank's own loop ends the job on every rank (abort_job), never only here.
 #pragma once
 
 #include <atomic>
@@ -28,11 +29,16 @@ class Coordinator {
   ~Coordinator();  // requests shutdown and joins
 
   void start();
-  // Asks every rank to shut down (through the next negotiation) and waits for this thread.
+  // Asks every rank to shut down (through the next negotiation) and waits for this thread;
+  // called on the coordinator thread itself (a callback), only asks. Safe from several threads.
   void shutdown();
+  // The request alone: the thread ends after the round that agrees on it (shutdown() joins).
+  void request_shutdown();
   Stats stats() const;
   // Safe from any thread, also while shutdown() joins the thread on another.
   bool on_coordinator_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
+  // Whether the calling thread is the coordinator thread of any runtime (a callback runs there).
+  static bool on_any_coordinator_thread();
   // The rank that joined last in the latest completed join (-1 before any).
   int last_joined() const { return last_joined_.load(); }
 
@@ -41,9 +47,10 @@ class Coordinator {
   // One negotiation round over `requests` (admitted at `now`); sets *negotiated to its end.
   CyclePlan negotiate(const std::vector<Request>& requests, Clock::time_point now,
                       Clock::time_point* negotiated);
-  // Fails every op of this rank with kStalled and `reason` and logs it; with `end_job`, ends
-  // the whole job after a grace period in which the other ranks report (every abort's path).
-  void abort_job(const std::string& reason, bool end_job);
+  // Fails every op of this rank with `code` and `reason` and logs it; with `end_job`, ends the
+  // whole job after a grace period in which the other ranks report (every abort's path: a
+  // stall, an abort agreed in negotiation, and a failure of this rank's coordinator).
+  void abort_job(const std::string& reason, bool end_job, StatusCode code = StatusCode::kStalled);
   void execute(const CyclePlan& plan, Clock::time_point negotiated);
   // A joined rank's part in an allreduce it did not submit: zeros of the response's signature.
   TensorEntry zeros_for(const Response& resp);
@@ -69,7 +76,8 @@ class Coordinator {
   mutable std::mutex stats_mutex_;
   Stats published_;
   std::atomic<bool> shutdown_requested_{false};
-  std::thread thread_;  // written by start() and shutdown() only
+  std::thread thread_;     // written by start() and shutdown() only
+  std::mutex join_mutex_;  // shutdown()'s join: std::thread::join is not safe from two threads
   // The coordinator thread's id while it runs, else the id of no thread. Set by the thread itself,
   // so that on_coordinator_thread() never reads thread_, which shutdown() may be joining.
   std::atomic<std::thread::id> thread_id_{};

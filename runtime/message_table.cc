@@ -150,6 +150,40 @@ bool MessageTable::waiting() const {
   return false;
 }
 
+namespace {
+
+// Each rank's input fits in 64-bit byte counts (checked at submission and when parsed), but an
+// allgather's output adds every rank's first dimension, and an alltoall's what every rank sends
+// to one: every rank sizes its output from these, so a sum that overflows fails the op on every
+// rank, naming the tensor. Empty when the outputs fit.
+std::string check_output_size(const std::string& name, const TensorSignature& s, int world_size) {
+  std::vector<int64_t> row(s.shape.begin() + (s.shape.empty() ? 0 : 1), s.shape.end());
+  const int64_t row_bytes = num_bytes(row, s.dtype);
+  const size_t ranks = static_cast<size_t>(world_size);
+  if (s.extents.size() != (s.collective == Collective::kAllgather ? ranks : ranks * ranks)) {
+    return "tensor '" + name + "': " + std::to_string(s.extents.size()) + " extents for a job of " +
+           std::to_string(world_size) + " ranks";
+  }
+  for (size_t to = 0; to < (s.collective == Collective::kAllgather ? 1 : ranks); ++to) {
+    int64_t rows = 0;
+    bool overflow = row_bytes < 0;
+    for (size_t from = 0; from < ranks && !overflow; ++from) {
+      const int64_t e =
+          s.collective == Collective::kAllgather ? s.extents[from] : s.extents[from * ranks + to];
+      overflow = __builtin_add_overflow(rows, e, &rows);
+    }
+    int64_t bytes = 0;
+    if (overflow || __builtin_mul_overflow(rows, row_bytes, &bytes)) {
+      return "tensor '" + name + "': the " + collective_name(s.collective) +
+             "'s output (the rows of every rank, rows of shape " + shape_string(row) +
+             ") has more bytes than a 64-bit count holds";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Response MessageTable::validate(const std::string& name, const Pending& p) const {
   if (p.refusals > 0) {
     // Refused on some rank: nothing to compare, every rank's op fails with the first reason.
@@ -215,6 +249,12 @@ Response MessageTable::validate(const std::string& name, const Pending& p) const
           resp.signature.extents.insert(resp.signature.extents.end(), s.extents.begin(),
                                         s.extents.end());
         }
+      }
+      const std::string too_large = check_output_size(name, resp.signature, world_size_);
+      if (!too_large.empty()) {
+        resp.signature = TensorSignature();
+        resp.code = StatusCode::kInvalidArgument;
+        resp.error = too_large;
       }
     }
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "compressors/registry.h"
 #include "runtime/config_agreement.h"
@@ -46,6 +47,10 @@ void Runtime::shutdown() {
   if (coordinator_) coordinator_->shutdown();
 }
 
+void Runtime::request_shutdown() {
+  if (coordinator_) coordinator_->request_shutdown();
+}
+
 void Runtime::save_state(const std::string& path) {
   std::lock_guard<std::mutex> lock(state_.mutex());
   state_.write_back_mirror();  // error feedback of CUDA tensors, from device memory
@@ -71,11 +76,20 @@ std::string Runtime::check_tensor(const std::string& name, const Tensor& tensor)
   if (name.empty())
     return "a tensor name must not be empty (rank " + std::to_string(ctx_.rank) + ")";
   if (name == kJoinName) return who + ": the name is reserved for join()";
-  const int64_t n = num_elements(tensor.shape);
-  if (n < 0) return who + ": shape " + shape_string(tensor.shape) + " has a negative dimension";
+  for (int64_t d : tensor.shape) {
+    if (d < 0) return who + ": shape " + shape_string(tensor.shape) + " has a negative dimension";
+  }
   if (static_cast<int>(tensor.dtype) < 0 ||
       static_cast<int>(tensor.dtype) > static_cast<int>(DType::kBool)) {
     return who + ": unknown dtype " + std::to_string(static_cast<int>(tensor.dtype));
+  }
+  // Every rank computes byte counts from the shape (the message parser refuses more than
+  // INT64_MAX / 8 elements), so a product that overflows is refused here, naming the tensor.
+  const int64_t n = num_elements(tensor.shape);
+  if (n < 0 || n > std::numeric_limits<int64_t>::max() / 8 ||
+      num_bytes(tensor.shape, tensor.dtype) < 0) {
+    return who + ": shape " + shape_string(tensor.shape) + " of " + dtype_name(tensor.dtype) +
+           " has more elements or bytes than a 64-bit count holds";
   }
   if (n > 0 && tensor.data == nullptr) return who + ": data is null but the shape has elements";
   if (tensor.device.kind == Device::kCUDA) {

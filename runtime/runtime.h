@@ -39,7 +39,10 @@ class Runtime {
                 const std::function<void(const Status&)>& callback = nullptr);
   bool poll(Handle handle) const { return queue_.poll(handle); }
   Status synchronize(Handle handle);
+  // Agrees on shutdown with every rank and waits for this runtime's coordinator; from one of its
+  // callbacks, or through request_shutdown(), only asks and returns.
   void shutdown();
+  void request_shutdown();
   bool running() const { return !queue_.closed(); }
   Stats stats() const { return coordinator_->stats(); }
   // Compressor state of this rank (error feedback, step counters); throw Error on failure.

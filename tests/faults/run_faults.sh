@@ -49,9 +49,29 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/arcreduce-faults.XXXXXX")
-name=arcf$(($$ % 1000000))
+name=${FAULT_CLUSTER_NAME:-arcf$(($$ % 1000000))}
 cluster=0
 job_pid=""
+# A driver killed with SIGKILL (CTest's TIMEOUT) runs no trap: a watcher in a session of its
+# own, which a kill of this process or of its group does not reach, waits for this shell to end
+# and then removes the cluster (namespaces, bridge, links, cgroups) and any rank left, however it
+# ended. After a normal exit the trap below has done it already and the watcher finds nothing.
+setsid bash -c '
+  driver=$1 sim=$2 name=$3 work=$4 program=$5
+  while kill -0 "$driver" 2>/dev/null; do sleep 0.5; done
+  for pid in $(cat "$work"/*.out 2>/dev/null | awk "\$1 == \"rank\" && \$3 == \"pid\" { print \$4 }"); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$program" ]] && kill -9 "$pid" 2>/dev/null
+  done
+  bash "$sim" down --name "$name" --dir "$work/cluster" >/dev/null 2>&1
+  rm -rf "$work"
+' fault-watcher "$$" "$sim" "$name" "$work" "$program" </dev/null >/dev/null 2>&1 &
+# The driver's own time limit, below CTest's TIMEOUT (tests/faults/CMakeLists.txt): past it the
+# driver fails and cleans up through its trap, instead of being killed.
+limit=${FAULT_DRIVER_SECONDS:-0}
+if ((limit > 0)); then
+  (sleep "$limit" && kill -TERM $$ 2>/dev/null) </dev/null >/dev/null 2>&1 &
+  limit_pid=$!
+fi
 cleanup() {
   # A job still running here has failed its scenario: end it (mpirun forwards the signal), then
   # any rank this script started that is still alive (a stopped one included).
@@ -65,9 +85,10 @@ cleanup() {
   done
   ((!cluster)) || bash "$sim" down --name "$name" --dir "$work/cluster" >/dev/null 2>&1 || true
   rm -rf "$work"
+  [[ -z "${limit_pid:-}" ]] || kill "$limit_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'log "FAILED: stopped (signal or the driver time limit of ${limit:-0} s)"; exit 130' INT TERM
 
 # Settings of every job (arcrun forwards every ARCREDUCE_* variable; local mpirun inherits them).
 # No fusion: a fused bucket depends on timing, and a tensor's sums on its bucket, so only
@@ -85,7 +106,9 @@ fi
 
 cluster_up() {
   local rc=0
-  bash "$sim" up 4 --rate "$1" --name "$name" --dir "$work/cluster" >"$work/up.log" 2>&1 || rc=$?
+  # FAULT_CPUS: a CPU budget per host (cgroups), for the test that kills this driver.
+  bash "$sim" up 4 --rate "$1" ${FAULT_CPUS:+--cpus "$FAULT_CPUS"} --name "$name" \
+    --dir "$work/cluster" >"$work/up.log" 2>&1 || rc=$?
   ((rc != 77)) || skip "the simulated cluster cannot run here: $(tail -1 "$work/up.log")"
   ((rc == 0)) || fail "could not bring the cluster up (exit $rc): $(cat "$work/up.log")"
   cluster=1

@@ -182,6 +182,21 @@ foreach(_np 3 4)
     CHECKS --exit nonzero --within 60 --expect "killing myself" --reject "TEST-ERROR")
 endforeach()
 
+# --- one rank's coordinator fails: the job ends on every rank with its message ---
+add_executable(runtime_coordinator_failure_test ${_rt_dir}/runtime_coordinator_failure.cc)
+target_link_libraries(runtime_coordinator_failure_test PRIVATE arcreduce_internal)
+foreach(_case "3|1" "2|0" "4|3")
+  string(REPLACE "|" ";" _fields "${_case}")
+  list(GET _fields 0 _np)
+  list(GET _fields 1 _victim)
+  # Within 25 s: the abort's grace is 0.5 s; the stall timeout (40 s here) would be too late.
+  _rt_add_job_test(NAME runtime_coordinator_failure_np${_np}_rank${_victim} NP ${_np}
+    TARGET runtime_coordinator_failure_test ARGS --victim=${_victim} ENV ${_rt_guard_env}
+    CHECKS --exit nonzero --within 25
+           --expect "coordinator failed on rank ${_victim}: injected receive-side failure"
+           --reject "TEST-ERROR")
+endforeach()
+
 # --- logging: spdlog on stderr, one prefix per rank, ARCREDUCE_LOG_LEVEL ---
 _rt_add_job_test(NAME runtime_logging_debug_has_rank_prefix_np2 NP 2 TARGET runtime_config_test
   ARGS --setenv=all:ARCREDUCE_LOG_LEVEL=debug --expect-ok
@@ -202,6 +217,24 @@ foreach(_case "1|150" "2|50")
   arcreduce_add_mpi_test(NAME ${_name} NP ${_np} COMMAND runtime_reinit_test
                          --rounds=${_rounds} --watchdog-seconds=100 TIMEOUT 120)
   _rt_add_env(${_name} ${_rt_guard_env})
+endforeach()
+
+# --- callbacks call the API during shutdown and re-init; SERIALIZED: one thread in MPI ---
+add_executable(runtime_callback_lifecycle_test ${_rt_dir}/runtime_callback_lifecycle.cc)
+target_link_libraries(runtime_callback_lifecycle_test PRIVATE arcreduce_internal)
+# Its MPI_Comm_dup/MPI_Comm_free wrap Open MPI's for the library too (PMPI interposition).
+set_target_properties(runtime_callback_lifecycle_test PROPERTIES ENABLE_EXPORTS ON)
+foreach(_case "1|multiple" "2|multiple" "3|serialized")
+  string(REPLACE "|" ";" _fields "${_case}")
+  list(GET _fields 0 _np)
+  list(GET _fields 1 _level)
+  set(_args --rounds=20 --watchdog-seconds=60)
+  if(_level STREQUAL "serialized")
+    list(APPEND _args --serialized)
+  endif()
+  _rt_add_job_test(NAME runtime_callbacks_during_shutdown_np${_np}_${_level} NP ${_np}
+    TARGET runtime_callback_lifecycle_test ARGS ${_args} ENV ${_rt_guard_env} TIMEOUT 120
+    CHECKS --exit zero --within 100 --expect "PASS" --reject "TEST-ERROR|FAIL")
 endforeach()
 
 # --- what init() gives the MPI library it initialises (runtime/mpi_environment.h) ---

@@ -98,8 +98,12 @@ struct CollectiveOptions {
   int process_set = 0;
 };
 
-// Number of elements of a shape (1 for a scalar); -1 if a dimension is negative.
+// Number of elements of a shape (1 for a scalar); -1 if a dimension is negative or the number
+// does not fit in int64_t.
 int64_t num_elements(const std::vector<int64_t>& shape);
+// Bytes of a tensor of `shape` and `dtype`; -1 where num_elements is, or the bytes do not fit
+// in int64_t.
+int64_t num_bytes(const std::vector<int64_t>& shape, DType dtype);
 // Bytes of one element of `dtype`.
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
