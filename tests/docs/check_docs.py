@@ -244,8 +244,11 @@ LINK_PARTS = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[`*_])")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 # Numbers a guide may state beside a log without the log holding them: at most five, each with
-# its reason. (None needed.)
-FIGURE_EXCEPTIONS = {}
+# its reason.
+FIGURE_EXCEPTIONS = {
+    # The ARC-Top-K paper's own reported saving, quoted to compare with what was measured here.
+    "docs/reproducing-the-papers.md": {"60.7"},
+}
 
 
 def figure_key(text):
