@@ -359,6 +359,8 @@ def _units(lines):
             flush()
             if not re.match(r"^\|[\s:|-]+\|?\s*$", line):  # not the |---| rule
                 units.append(("row", [(number, ch) for ch in line]))
+        elif units and units[-1][0] == "row":
+            units.append(("end of table", []))
         elif not line.strip():
             flush()
         else:
@@ -390,7 +392,8 @@ def _split_sentences(text):
 
 def check_figures(root, md):
     """A guide's figures are its logs': under a heading that links a log under docs/results/,
-    every number of a sentence that links a log, every number of a table row, and every measured
+    every number of a sentence that links a log, every number of a table whose rows or caption
+    (the paragraph before it) link a log, and every measured
     figure (a number with a unit: 0.26x, 86.8%, 44.1 s, 325 steps) of any other sentence occurs
     in one of the logs linked under that heading (a Markdown log linked with an anchor: in that
     section of it)."""
@@ -408,8 +411,25 @@ def check_figures(root, md):
         known = set().union(*(log_figures(root, t) for t in logs))
         shown = ", ".join(sorted({str(p.relative_to((root / "docs" / "results").resolve()))
                                   + (f"#{f}" if f else "") for p, f in logs}))
-        for (kind, chars), text, own in zip(units, texts, linked):
-            every = kind == "row" or bool(own)
+        # A table is its log's when a row or the paragraph before it (its caption) links one.
+        log_table, table_start = [False] * len(units), None
+        for k, (kind, _) in enumerate(units + [("end of table", [])]):
+            if kind == "row" and table_start is None:
+                table_start = k
+            elif kind != "row" and table_start is not None:
+                caption = table_start - 1
+                while caption >= 0 and units[caption][0] == "sentence" and not linked[caption] \
+                        and units[caption][1][-1][0] + 1 == units[caption + 1][1][0][0]:
+                    caption -= 1  # the caption's earlier sentences, up to one that links
+                owned = any(linked[table_start:k]) or (
+                    caption >= 0 and units[caption][0] == "sentence" and bool(linked[caption]))
+                for r in range(table_start, k):
+                    log_table[r] = owned
+                table_start = None
+        for (kind, chars), text, own, table in zip(units, texts, linked, log_table):
+            if not chars:
+                continue
+            every = table or bool(own)
             for offset, figure, measured in _figures_of(text):
                 if not (every or measured):
                     continue
