@@ -32,6 +32,9 @@ struct FeedbackOptions {
   // ARCREDUCE_WARMUP_STEPS: the dense steps efm runs itself (FeedbackRow::does_own_warmup); the
   // executor runs those of the other feedbacks.
   int64_t warmup_steps = 0;
+  // ARCREDUCE_AUTO_COMPRESS chose a dense step: efm sends every tensor densely, as in its
+  // warm-up (the other feedbacks' dense steps are the executor's).
+  bool dense = false;
 };
 
 // Ok-Topk (oktopk.h).

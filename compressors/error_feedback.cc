@@ -134,7 +134,8 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     c.contribution = own_.at(at[i]);
     // The executor sends every reduction of an efm tensor here, so its compressed-step count is
     // its reduction count.
-    if (momentum && static_cast<int64_t>(bucket[i].step) < ctx.options.feedback.warmup_steps) {
+    if (momentum && (ctx.options.feedback.dense ||
+                     static_cast<int64_t>(bucket[i].step) < ctx.options.feedback.warmup_steps)) {
       // u = beta u + g, e becomes x = u + e
       kernels::accumulate_feedback(bucket[i].input, u, beta, s.e.data(), nullptr, n);
       warm.push_back(c);

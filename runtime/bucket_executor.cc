@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "compressors/error_feedback.h"
 #include "compressors/feedback_kinds.h"
@@ -32,10 +33,13 @@ BucketExecutor::BucketExecutor(Context& ctx, StateStore& state)
     : ctx_(ctx),
       state_(state),
       options_(compressor_options(ctx.config)),
+      dense_options_(options_),
       chunk_bytes_(ctx.comm->local_size() == ctx.comm->size() ? kSingleHostChunkBytes
                                                               : kMultiHostChunkBytes),
       device_(ctx.device_executor_factory ? ctx.device_executor_factory(ctx)
-                                          : make_device_executor(ctx, state)) {}
+                                          : make_device_executor(ctx, state)) {
+  dense_options_.feedback.dense = true;
+}
 
 std::unique_ptr<DeviceCompletion> BucketExecutor::run(const std::vector<TensorEntry*>& entries,
                                                       const TensorSignature& signature,
@@ -89,8 +93,11 @@ void BucketExecutor::run_host(const std::vector<TensorEntry*>& entries,
   const FeedbackRow* feedback = find_feedback(signature.compression.error_feedback);
   const bool warms_up_itself =
       (traits && traits->does_own_warmup) || (feedback && feedback->does_own_warmup);
-  const WarmupSplit split =
-      split_warmup(entries, state_, warms_up_itself ? 0 : ctx_.config.warmup_steps);
+  // A dense step of ARCREDUCE_AUTO_COMPRESS is a warm-up step: run here, or by efm itself.
+  const bool dense_now = automatic_dense_ && signature.compression.automatic;
+  int64_t warmup = warms_up_itself ? 0 : ctx_.config.warmup_steps;
+  if (dense_now && !warms_up_itself) warmup = std::numeric_limits<int64_t>::max();
+  const WarmupSplit split = split_warmup(entries, state_, warmup);
   if (!split.warmup.empty()) {
     cstats.warmup_tensors += split.warmup.size();
     run_dense(split.warmup, signature, stats, cstats);
@@ -150,8 +157,14 @@ void BucketExecutor::run_compressed(const std::vector<TensorEntry*>& entries,
 
   t = std::chrono::steady_clock::now();
   const TrafficCounters before = ctx_.comm->traffic();
-  CompressContext context{*ctx_.comm, options_, signature.compression, cstats, ctx_.log,
-                          &state_,    &phases_};
+  const bool dense_now = automatic_dense_ && signature.compression.automatic;
+  CompressContext context{*ctx_.comm,
+                          dense_now ? dense_options_ : options_,
+                          signature.compression,
+                          cstats,
+                          ctx_.log,
+                          &state_,
+                          &phases_};
   pipeline(signature.compression).reduce(bucket, context);
   const TrafficCounters after = ctx_.comm->traffic();
   cstats.bytes_sent += after.bytes_sent - before.bytes_sent;

@@ -40,6 +40,10 @@ class BucketExecutor {
                                         const TensorSignature& signature, Stats& stats);
   // Phases of the last run() (recorded only while enabled: the timeline is on).
   PhaseLog& phases() { return phases_; }
+  // ARCREDUCE_AUTO_COMPRESS's mode for the tensors it manages (CompressionSpec::automatic): true
+  // reduces them densely, as in a warm-up step (efm keeps its momentum), until set false again.
+  // Set by the coordinator between buckets, the same on every rank.
+  void set_automatic_dense(bool dense) { automatic_dense_ = dense; }
 
  private:
   // Host tensors (and host copies of CUDA tensors on their compressed path).
@@ -60,6 +64,8 @@ class BucketExecutor {
   Context& ctx_;
   StateStore& state_;
   const CompressorOptions options_;  // of ctx_.config, for the compressors
+  CompressorOptions dense_options_;  // the same, efm told to send every tensor densely
+  bool automatic_dense_ = false;
   size_t chunk_bytes_;
   FusionBuffer buffer_;
   std::map<std::string, std::unique_ptr<Compressor>> pipelines_;  // by "compressor/ef"

@@ -112,6 +112,12 @@ Config Config::from_env() {
     s.read(it->second, &c);
     if (s.role == Setting::kAlias) accept_former_name(s, it->second, env, c);
   }
+  // A compressor, ratio or preset the user chose is obeyed as chosen, unless they also asked for
+  // the automatic choice.
+  const auto preset = env.find("ARCREDUCE_PRESET");
+  const bool chosen = env.count("ARCREDUCE_COMPRESSOR") || env.count("ARCREDUCE_COMPRESS_RATIO") ||
+                      (preset != env.end() && preset->second != "default");
+  if (chosen && !env.count("ARCREDUCE_AUTO_COMPRESS")) c.auto_compress = false;
   validate_config(c, env);
   return c;
 }

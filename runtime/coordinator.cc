@@ -33,6 +33,18 @@ std::string quoted_list(const std::vector<std::string>& names, size_t limit) {
 
 thread_local bool t_coordinator_thread = false;
 
+StepBatcher::Policy batcher_policy(CompressionChoice::Holding holding) {
+  switch (holding) {
+    case CompressionChoice::Holding::kNever:
+      return StepBatcher::Policy::kNever;
+    case CompressionChoice::Holding::kAlways:
+      return StepBatcher::Policy::kAlways;
+    case CompressionChoice::Holding::kOwn:
+      break;
+  }
+  return StepBatcher::Policy::kOwn;
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
@@ -43,11 +55,13 @@ double thread_cpu_seconds() {
 Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
     : ctx_(ctx),
       queue_(queue),
+      state_(state),
       controller_(ctx),
       executor_(ctx, state),
       admission_(ctx.config.batch_compressed, ctx.config.warmup_steps,
                  static_cast<size_t>(ctx.config.min_bucket_bytes)),
-      trial_(admission_.batcher()) {
+      trial_(admission_.batcher()),
+      choice_(ctx.config.auto_compress) {
   stats_.rank = ctx.rank;
   published_.rank = ctx.rank;
   if (ctx.rank == 0 && !ctx.config.timeline.empty()) {
@@ -57,6 +71,15 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
     if (!timeline_) ctx.log->error("ARCREDUCE_TIMELINE: {}; running without a timeline", error);
   }
   executor_.phases().enable(timeline_ != nullptr);
+  if (ctx.rank == 0 && choice_.enabled()) {
+    ctx.log->info(
+        "ARCREDUCE_AUTO_COMPRESS: tensors that take the job's compression ({}) go {} steps "
+        "compressed, then {} dense; compressed from then on only if the dense step is at least "
+        "{:.1f}x the compressed one",
+        ctx.config.compressor,
+        CompressionChoice::kUnmeasuredSteps + CompressionChoice::kCompressedTrialSteps,
+        CompressionChoice::kDenseTrialSteps, CompressionChoice::kStepsFactor);
+  }
 }
 
 Coordinator::~Coordinator() {
@@ -118,6 +141,9 @@ Stats Coordinator::stats() const {
 
 void Coordinator::publish() {
   stats_.held_steps = admission_.batcher().held_steps();
+  stats_.auto_compression = choice_.state();
+  stats_.auto_compressed_step_ms = choice_.agreed_compressed_ms();
+  stats_.auto_dense_step_ms = choice_.agreed_dense_ms();
   TrafficCounters t = ctx_.comm->traffic();
   stats_.bytes_sent = t.bytes_sent;
   stats_.bytes_received = t.bytes_received;
@@ -171,6 +197,9 @@ void Coordinator::loop() {
       // 3. Negotiate.
       Clock::time_point negotiated;
       const CyclePlan plan = negotiate(admitted.requests, now, &negotiated);
+      // The agreement bit is one decision's at a time: ARCREDUCE_AUTO_COMPRESS's first (its
+      // pending() changes in the same cycle on every rank), then ARCREDUCE_BATCH_COMPRESSED's.
+      const bool choosing = choice_.pending();
       busy = plan.busy;
       if (plan.shutdown) {
         complete_device_buckets(true);
@@ -186,7 +215,18 @@ void Coordinator::loop() {
         abort_job(plan.abort_reason, ctx_.rank == 0);
         break;
       }
-      if (plan.every_rank_agrees && trial_.pending()) {
+      if (plan.every_rank_agrees && choosing) {
+        activity_ = "ARCREDUCE_AUTO_COMPRESS's decision";
+        choice_.decide(*ctx_.comm, ctx_.rank, ctx_.size, ctx_.log);
+        admission_.batcher().set_policy(batcher_policy(choice_.holding()));
+        if (timeline_) {
+          timeline_->instant("[runtime]", "auto compression", Clock::now(),
+                             fmt::format("\"choice\":\"{}\",\"compressed_ms\":{:.3f},"
+                                         "\"dense_ms\":{:.3f}",
+                                         choice_.state(), choice_.agreed_compressed_ms(),
+                                         choice_.agreed_dense_ms()));
+        }
+      } else if (plan.every_rank_agrees && trial_.pending()) {
         activity_ = "ARCREDUCE_BATCH_COMPRESSED's decision";
         trial_.decide(*ctx_.comm, ctx_.rank, ctx_.size, ctx_.log);
       }
@@ -222,8 +262,8 @@ CyclePlan Coordinator::negotiate(const std::vector<Request>& requests, Clock::ti
   }
   const uint64_t calls_before = ctx_.comm->traffic().calls;
   activity_ = "negotiation";
-  CyclePlan plan =
-      controller_.run_cycle(requests, shutdown_requested_.load(), trial_.ready(), stats_);
+  const bool vote = choice_.pending() ? choice_.ready() : trial_.ready();
+  CyclePlan plan = controller_.run_cycle(requests, shutdown_requested_.load(), vote, stats_);
   stats_.negotiation_collectives += ctx_.comm->traffic().calls - calls_before;
   *negotiated = Clock::now();
   stats_.negotiation_seconds += std::chrono::duration<double>(*negotiated - now).count();
@@ -342,6 +382,40 @@ void Coordinator::record_bucket(size_t position, const std::vector<TensorEntry*>
   }
 }
 
+void Coordinator::before_automatic(const std::vector<TensorEntry*>& members) {
+  if (choice_.enabled() && !choice_.started()) {
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    std::vector<std::pair<const std::string*, const TensorState*>> states;
+    for (const TensorEntry* m : members) {
+      states.emplace_back(&m->name,
+                          &state_.get(m->name, static_cast<size_t>(m->signature.elements())));
+    }
+    if (choice_.restore_from(states)) {
+      admission_.batcher().set_policy(batcher_policy(choice_.holding()));
+      if (ctx_.rank == 0) {
+        ctx_.log->info("ARCREDUCE_AUTO_COMPRESS: resumed from the saved state at step {} ({})",
+                       choice_.steps(), choice_.state());
+      }
+    }
+  }
+  executor_.set_automatic_dense(choice_.mode() == CompressionChoice::Mode::kDense);
+}
+
+void Coordinator::after_automatic(const std::vector<TensorEntry*>& members, Clock::time_point end) {
+  if (!choice_.enabled()) return;
+  std::vector<const std::string*> names;
+  for (const TensorEntry* m : members) names.push_back(&m->name);
+  const uint64_t before = choice_.steps();
+  choice_.executed(names, end);
+  if (choice_.steps() == before) return;  // the clock did not tick
+  admission_.batcher().set_policy(batcher_policy(choice_.holding()));
+  for (const TensorEntry* m : members) {
+    if (m->name != choice_.clock()) continue;
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    choice_.save_to(state_.get(m->name, static_cast<size_t>(m->signature.elements())));
+  }
+}
+
 TensorEntry Coordinator::zeros_for(const Response& resp) {
   joined_zeros_.emplace_back(resp.signature.bytes(), 0);
   TensorEntry entry;
@@ -399,9 +473,12 @@ void Coordinator::execute(const CyclePlan& plan, Clock::time_point negotiated) {
           "bucket " + std::to_string(position) + " (" +
           signatures[bucket.members[0]].compression.compressor + ": '" + members[0]->name + "'" +
           (members.size() > 1 ? " and " + std::to_string(members.size() - 1) + " more" : "") + ")";
+      const bool automatic = signatures[bucket.members[0]].compression.automatic;
+      if (automatic) before_automatic(members);
       std::unique_ptr<DeviceCompletion> pending =
           executor_.run(members, signatures[bucket.members[0]], stats_);
       const Clock::time_point end = Clock::now();
+      if (automatic) after_automatic(members, end);
       if (timeline_) {
         record_bucket(position, members, signatures[bucket.members[0]], negotiated, begin, end);
       }

@@ -16,6 +16,7 @@
 #include "runtime/admission.h"
 #include "runtime/batching_trial.h"
 #include "runtime/bucket_executor.h"
+#include "runtime/compression_choice.h"
 #include "runtime/context.h"
 #include "runtime/controller.h"
 #include "runtime/timeline.h"
@@ -52,6 +53,11 @@ class Coordinator {
   // stall, an abort agreed in negotiation, and a failure of this rank's coordinator).
   void abort_job(const std::string& reason, bool end_job, StatusCode code = StatusCode::kStalled);
   void execute(const CyclePlan& plan, Clock::time_point negotiated);
+  // ARCREDUCE_AUTO_COMPRESS around a bucket of automatic tensors: before, the executor's mode
+  // (and, for the first such bucket after load_state(), the choice's saved state); after, the
+  // step's clock, the batcher's policy and the choice's state in its clock tensor's state.
+  void before_automatic(const std::vector<TensorEntry*>& members);
+  void after_automatic(const std::vector<TensorEntry*>& members, Clock::time_point end);
   // A joined rank's part in an allreduce it did not submit: zeros of the response's signature.
   TensorEntry zeros_for(const Response& resp);
   void publish();
@@ -70,6 +76,7 @@ class Coordinator {
 
   Context& ctx_;
   TensorQueue& queue_;
+  StateStore& state_;  // the compressors' (BucketExecutor's) and the choice's saved state
   Controller controller_;
   BucketExecutor executor_;
   Stats stats_;  // coordinator thread only; copied into published_ after each cycle
@@ -90,7 +97,8 @@ class Coordinator {
   };
   std::deque<DeviceBucket> device_buckets_;
   Admission admission_;
-  BatchingTrial trial_;  // decides for admission_'s batcher
+  BatchingTrial trial_;       // decides for admission_'s batcher
+  CompressionChoice choice_;  // ARCREDUCE_AUTO_COMPRESS
   // What the coordinator is waiting in ("negotiation", or the bucket being reduced) and the names
   // of the cycle's tensors not yet completed: for the message of a communication timeout.
   std::string activity_;

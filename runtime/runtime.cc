@@ -166,32 +166,43 @@ std::string Runtime::check_allreduce(const std::string& name, const Tensor& tens
   return "";
 }
 
-TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& options) const {
-  TensorSignature s;
-  s.dtype = tensor.dtype;
-  s.shape = tensor.shape;
-  s.device = tensor.device.kind;
-  s.op = options.op;
-  const CompressionOptions& c = options.compression;
-  s.compression.compressor = c.compressor.value_or(ctx_.config.compressor);
-  s.compression.ratio = c.ratio.value_or(ctx_.config.compress_ratio);
-  s.compression.error_feedback = c.error_feedback.value_or(ctx_.config.error_feedback);
+CompressionSpec Runtime::resolve_compression(const CompressionOptions& c, DType dtype,
+                                             ReduceOp op) const {
+  CompressionSpec spec;
+  spec.compressor = c.compressor.value_or(ctx_.config.compressor);
+  spec.ratio = c.ratio.value_or(ctx_.config.compress_ratio);
+  spec.error_feedback = c.error_feedback.value_or(ctx_.config.error_feedback);
   // Reduced exactly and densely, whatever the job's compressor.
-  if (!compressible(tensor.dtype, options.op)) s.compression = CompressionSpec{"none", 1.0, "", ""};
+  if (!compressible(dtype, op)) return CompressionSpec{"none", 1.0, "", ""};
   // What does not apply to the compressor (its row, registry.h) takes a fixed value, so that it
   // neither splits buckets nor causes mismatch errors: the ratio is 1 where it does not size
   // what is sent (PowerSGD's rank does; dense reductions), the granularity empty where it has
   // none, and the error feedback "none" where it may not wrap the compressor (the job-wide
   // ARCREDUCE_ERROR_FEEDBACK does not apply to Ok-Topk and PowerSGD; dense reductions ignore it).
   // check_allreduce() has refused unknown compressors.
-  if (const CompressorTraits* traits = find_compressor(s.compression.compressor)) {
-    if (traits->uses_granularity) {
-      s.compression.granularity = c.granularity.value_or(ctx_.config.granularity);
-    }
-    if (!traits->uses_ratio) s.compression.ratio = 1.0;
-    if (!traits->takes_feedback(s.compression.error_feedback)) {
-      s.compression.error_feedback = "none";
-    }
+  if (const CompressorTraits* traits = find_compressor(spec.compressor)) {
+    if (traits->uses_granularity)
+      spec.granularity = c.granularity.value_or(ctx_.config.granularity);
+    if (!traits->uses_ratio) spec.ratio = 1.0;
+    if (!traits->takes_feedback(spec.error_feedback)) spec.error_feedback = "none";
+  }
+  return spec;
+}
+
+TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& options) const {
+  TensorSignature s;
+  s.dtype = tensor.dtype;
+  s.shape = tensor.shape;
+  s.device = tensor.device.kind;
+  s.op = options.op;
+  s.compression = resolve_compression(options.compression, tensor.dtype, options.op);
+  // ARCREDUCE_AUTO_COMPRESS manages CPU tensors reduced as the job's configuration says (their
+  // options chose nothing else: bindings that pass the job's values explicitly count), where
+  // that compressor sends less than the whole tensor (runtime/compression_choice.h).
+  const CompressorTraits* traits = find_compressor(s.compression.compressor);
+  if (ctx_.config.auto_compress && s.device == Device::kCPU && traits && !traits->dense) {
+    s.compression.automatic =
+        s.compression == resolve_compression(CompressionOptions{}, tensor.dtype, options.op);
   }
   return s;
 }

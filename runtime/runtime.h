@@ -67,6 +67,10 @@ class Runtime {
   std::string check_allreduce(const std::string& name, const Tensor& tensor,
                               const AllreduceOptions& options) const;
   TensorSignature resolve(const Tensor& tensor, const AllreduceOptions& options) const;
+  // The compression of a tensor with these options: unset fields from the configuration, those
+  // that do not apply to the compressor fixed; automatic left false.
+  CompressionSpec resolve_compression(const CompressionOptions& options, DType dtype,
+                                      ReduceOp op) const;
 
   Context ctx_;
   std::unique_ptr<DeviceQuery> device_query_;  // null without CUDA

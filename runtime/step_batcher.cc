@@ -37,6 +37,11 @@ void StepBatcher::begin_step() {
   previous_end_ = end;
   ++steps_begun_;
   trial_role_ = -1;
+  if (policy_ != Policy::kOwn) {
+    hold_step_ = policy_ == Policy::kAlways;
+    if (hold_step_ && !steps_.expected().empty()) ++held_steps_;
+    return;
+  }
   switch (mode_) {
     case CompressedBatching::kOff:
       hold_step_ = false;

@@ -94,6 +94,12 @@ class StepBatcher {
   // dense (CompressorTraits::dense, compressors/registry.h).
   static bool holds(const TensorSignature& signature);
 
+  // ARCREDUCE_AUTO_COMPRESS's say over holding (CompressionChoice::holding): kOwn leaves it to
+  // the mode above; kNever (its tensors go dense) and kAlways (its compressed trial) decide
+  // every step from the next one on, and kAuto's trial waits meanwhile.
+  enum class Policy { kOwn, kNever, kAlways };
+  void set_policy(Policy policy) { policy_ = policy; }
+
   // kAuto: the decision every rank took from the averaged trial (true: hold); takes effect at the
   // next step.
   void set_agreed(bool hold) { agreed_ = hold; }
@@ -130,6 +136,7 @@ class StepBatcher {
   std::vector<double> trial_ms_[2];
   Trial trial_;
   bool agreed_ = false;
+  Policy policy_ = Policy::kOwn;
 };
 
 }  // namespace arcreduce

@@ -83,6 +83,9 @@ bench_show() {
 # variant names); nothing for the others.
 bench_variant_env() {
   case $1 in
+    # The fixed ARC-Top-K of the runtime's former defaults, and a ratio set by hand: obeyed as
+    # set (the example's --compress-ratio equal to the default would leave the choice on).
+    arctopk-default | arctopk-[0-9]*) echo -x ARCREDUCE_AUTO_COMPRESS=0 ;;
     arctopk-random) echo -x ARCREDUCE_RANDOM_ROWS=1 ;;
     arctopk-random-efm) echo -x ARCREDUCE_RANDOM_ROWS=1 -x ARCREDUCE_EF_MASKING=0 ;;
     paper) echo -x ARCREDUCE_PRESET=paper ;;

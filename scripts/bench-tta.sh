@@ -17,7 +17,8 @@
 #   WORKLOADS=cnn SETTINGS=local TEST_SAMPLES=2000 bash scripts/bench-tta.sh
 #   WORKLOADS=lm SETTINGS=local SEEDS=0 OUT_DIR=docs/results/tta-lm bash scripts/bench-tta.sh
 #
-# Variants: dense, arctopk-default (the runtime's defaults, nothing set), arctopk-0.01,
+# Variants: dense, auto (the runtime's defaults, nothing set: ARCREDUCE_AUTO_COMPRESS chooses),
+# arctopk-default (the former defaults: ARC-Top-K at 1% with efm, always), arctopk-0.01,
 # arctopk-0.05, arctopk-0.2 (ratio set, error feedback and the rest at their defaults),
 # arctopk-random (every row drawn at random, ARCREDUCE_RANDOM_ROWS=1, so no sketch, with ef14:
 # the MLP's fastest setting with the optimizer's momentum in docs/time-to-accuracy.md),
@@ -50,7 +51,7 @@ out_dir=${OUT_DIR:-$root/docs/results/tta}
 settings=${SETTINGS:-local 4x1gbit}
 seeds=${SEEDS:-0 1}
 workloads=${WORKLOADS:-mlp cnn}
-all_variants="dense arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 arctopk-random topk"
+all_variants="dense auto arctopk-default arctopk-0.01 arctopk-0.05 arctopk-0.2 arctopk-random topk"
 all_variants+=" randk oktopk"
 all_variants+=" powersgd ddp ddp-powersgd"
 variants=${VARIANTS:-$all_variants}
@@ -94,7 +95,7 @@ variant_flags() {  # workload variant -> the flags of its program
   [[ "$1" == mlp ]] || option=--variant
   case $2 in
     dense) echo "$option" dense ;;
-    arctopk-default) echo "$option" arctopk ;;
+    auto | arctopk-default) echo "$option" arctopk ;;
     arctopk-random) echo "$option" arctopk --error-feedback ef14 ;;
     arctopk-random-efm | paper | paper-warmup-*) echo "$option" arctopk ;;
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;

@@ -69,6 +69,7 @@ void write_signature(Writer& w, const TensorSignature& s) {
   w.pod<double>(s.compression.ratio);
   w.str(s.compression.error_feedback);
   w.str(s.compression.granularity);
+  w.pod<uint8_t>(s.compression.automatic ? 1 : 0);
   w.pod<int32_t>(static_cast<int32_t>(s.collective));
   w.pod<int32_t>(s.root_rank);
   w.pod<uint64_t>(s.extents.size());
@@ -111,6 +112,9 @@ TensorSignature read_signature(Reader& r) {
   if (!std::isfinite(s.compression.ratio)) corrupt("a compression ratio that is not finite");
   s.compression.error_feedback = r.str();
   s.compression.granularity = r.str();
+  const uint8_t automatic = r.pod<uint8_t>();
+  if (automatic > 1) corrupt("an automatic-compression flag " + std::to_string(automatic));
+  s.compression.automatic = automatic == 1;
   s.collective = read_enum(r, Collective::kJoin, "collective");
   s.root_rank = r.pod<int32_t>();
   const uint64_t extents = r.pod<uint64_t>();
@@ -157,6 +161,7 @@ std::string CompressionSpec::to_string() const {
   std::ostringstream os;
   os << compressor << "(ratio=" << ratio << ", ef=" << error_feedback;
   if (!granularity.empty()) os << ", " << granularity;
+  if (automatic) os << ", auto";
   os << ")";
   return os.str();
 }

@@ -17,10 +17,14 @@ struct CompressionSpec {
   double ratio = 1.0;
   std::string error_feedback;
   std::string granularity;  // element or row (topk, randk); empty where it does not apply
+  // ARCREDUCE_AUTO_COMPRESS: the tensor took the job's compression without choosing its own, and
+  // the runtime decides, step by step and the same on every rank, whether it goes compressed or
+  // dense (runtime/compression_choice.h). False: always as above.
+  bool automatic = false;
 
   bool operator==(const CompressionSpec& o) const {
     return compressor == o.compressor && ratio == o.ratio && error_feedback == o.error_feedback &&
-           granularity == o.granularity;
+           granularity == o.granularity && automatic == o.automatic;
   }
   bool operator!=(const CompressionSpec& o) const { return !(*this == o); }
   std::string to_string() const;  // e.g. "arctopk(ratio=0.01, ef=ef21m)"

@@ -333,6 +333,13 @@ int main(int argc, char** argv) {
   app.add_flag("--no-communication", no_communication,
                "with --step-bench: submit nothing to the runtime (the compute floor)");
   CLI11_PARSE(app, argc, argv);
+  // A compression chosen on the command line (other than the configuration's) is obeyed as
+  // ARCREDUCE_COMPRESSOR's would be: ARCREDUCE_AUTO_COMPRESS then applies only where it is set
+  // itself. `--compressor arctopk` alone names the default, which stays automatic.
+  const std::string configured = env.compressor == "none" ? "dense" : env.compressor;
+  const bool chosen = o.train.compressor != configured || o.train.ratio != env.compress_ratio ||
+                      o.train.error_feedback != env.error_feedback || o.compare;
+  if (chosen && !std::getenv("ARCREDUCE_AUTO_COMPRESS")) env.auto_compress = false;
   o.bench.communicate = !no_communication;
   if (no_communication && o.step_bench == 0) {
     std::fprintf(stderr, "train_fashion_mnist: --no-communication needs --step-bench\n");

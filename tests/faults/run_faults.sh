@@ -94,6 +94,9 @@ trap 'log "FAILED: stopped (signal or the driver time limit of ${limit:-0} s)"; 
 # No fusion: a fused bucket depends on timing, and a tensor's sums on its bucket, so only
 # unfused runs are bit-for-bit reproducible across runs (the comparisons below need that).
 export ARCREDUCE_FUSION_THRESHOLD=0
+# The comparisons are between independent runs, and ARCREDUCE_AUTO_COMPRESS decides by timing
+# in each: each compressor runs as named (the choice's resume is CompressionChoice.* 's test).
+export ARCREDUCE_AUTO_COMPRESS=0
 export ARCREDUCE_STALL_CHECK_SECONDS=$stall
 export ARCREDUCE_STALL_SHUTDOWN_SECONDS=$stall
 export ARCREDUCE_LOG_LEVEL=warning

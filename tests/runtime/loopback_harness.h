@@ -23,6 +23,9 @@ inline Config test_config() {
   c.compressor = "none";
   c.log_level = "error";
   c.cycle_time_ms = 0.5;
+  // Tests that set a compressor check what it computes: no switching to dense behind their
+  // backs (compression_choice_test.cc tests the switch).
+  c.auto_compress = false;
   return c;
 }
 

@@ -15,6 +15,11 @@ enum class CompressedBatching { kOff, kOn, kAuto };
 struct Config {
   std::string compressor = "arctopk";  // ARCREDUCE_COMPRESSOR
   double compress_ratio = 0.01;        // ARCREDUCE_COMPRESS_RATIO, in (0, 1]
+  // ARCREDUCE_AUTO_COMPRESS: tensors that take the compression above without choosing their own
+  // go compressed only while measured steps say it shortens the time to accuracy, else dense
+  // (docs/auto-compression.md). Config::from_env() turns it off where ARCREDUCE_COMPRESSOR,
+  // ARCREDUCE_COMPRESS_RATIO or ARCREDUCE_PRESET is set and it is not: a choice made is obeyed.
+  bool auto_compress = true;
   // ARCREDUCE_SKETCH_RANK, >= 1: columns of ARC-Top-K's projection (not an MPI rank). The
   // default is the smallest that kept the steps to accuracy (docs/time-to-accuracy.md).
   int sketch_rank = 2;

@@ -26,6 +26,12 @@ struct Stats {
   // one cycle (ARCREDUCE_BATCH_COMPRESSED; with "auto", the trial's held steps and every step
   // after it once the ranks agreed to hold).
   uint64_t held_steps = 0;
+  // ARCREDUCE_AUTO_COMPRESS (docs/auto-compression.md): "off" (disabled, or no tensor it
+  // manages has run yet), "trial" (timing the step compressed and dense), "compressed" or
+  // "dense" (decided); and the median steps the decision compared, averaged over the ranks.
+  std::string auto_compression = "off";
+  double auto_compressed_step_ms = 0;
+  double auto_dense_step_ms = 0;
   // CPU time the coordinator thread used (CLOCK_THREAD_CPUTIME_ID): what the runtime takes
   // from the cores the training thread needs. Waiting costs none unless ARCREDUCE_WAIT_MODE
   // polls.
