@@ -53,7 +53,7 @@ void TopK::reduce(std::vector<CompressTensor>& bucket, CompressContext& ctx) {
   // By host, the host's first rank selects from the sum of its ranks' inputs and only the first
   // ranks send blocks; every rank's contribution is its own input on its host's selection, so
   // the host's contributions add up to the compressed host sum and each rank's error feedback
-  // keeps what its host did not send (docs/design/communicators.md, "Several ranks per host").
+  // keeps what its host did not send (docs/design/communicators-several-ranks-per-host.md).
   const std::vector<int> hosts = ctx.comm.exchange_hosts();
   const int me = ctx.comm.rank(), world = ctx.comm.size();
   // Senders in rank order: every rank, or by host each host's first rank (a host's ranks need

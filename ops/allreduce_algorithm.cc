@@ -87,7 +87,7 @@ AllreduceAlgorithm resolve_allreduce_algorithm(AllreduceAlgorithm algorithm, siz
   // On one host the MPI library's shared-memory allreduce is at least as good as ours, and its
   // waits poll no sockets. Across hosts its default choice for large messages is markedly slower
   // than the ring, and its non-blocking collectives make every wait for small ones poll in
-  // bursts (docs/design/communicators.md).
+  // bursts (docs/design/communicators-allreduce.md).
   if (local_size >= size) return AllreduceAlgorithm::kMpi;
   if (bytes >= ring_threshold_for(size, ring_threshold_bytes)) return AllreduceAlgorithm::kRing;
   return size > 2 && bytes >= ring_threshold_bytes ? AllreduceAlgorithm::kRabenseifner

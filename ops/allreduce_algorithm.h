@@ -9,7 +9,7 @@ namespace arcreduce {
 enum class AllreduceAlgorithm {
   // When the job spans several hosts: the algorithm of least predicted time under the link
   // measured at construction (ops/link_model.h), or kThresholds' choice where no measurement is
-  // there; on one host MPI_Allreduce. See docs/design/communicators.md.
+  // there; on one host MPI_Allreduce. See docs/design/communicators-allreduce.md.
   kAuto,
   // Our bandwidth-optimal segmented ring (reduce-scatter + all-gather) over MPI_Isend/Irecv.
   kRing,
@@ -83,8 +83,8 @@ Hierarchy parse_hierarchy(const std::string& value,
 // several ranks (the caller knows that; on one host, or with one rank per host, nothing goes by
 // host): under kOn every one; under kAuto and kLeader those the ring carries between the hosts
 // (kThresholds' choice among `hosts` ranks), as smaller ones go by trees that already send about
-// one host's bytes across the link (docs/design/communicators.md); under kOff none. MpiCommunicator
-// and the loopback world decide by this.
+// one host's bytes across the link (docs/design/communicators-several-ranks-per-host.md); under
+// kOff none. MpiCommunicator and the loopback world decide by this.
 bool allreduce_by_host(Hierarchy hierarchy, size_t bytes, int hosts, size_t ring_threshold_bytes);
 
 // Shared memory: large segments are fastest. Across hosts each segment should travel as one

@@ -36,7 +36,7 @@ struct MpiCommunicatorOptions {
   // kAuto across hosts: the link it predicts by (ops/link_model.h). Measured by construction
   // (ops/link_probe.h) unless given here with measured = true (tests, a model chosen by hand).
   LinkModel link;
-  // Ring pipelining granularity (docs/design/communicators.md has the measurements behind it); 0
+  // Ring pipelining granularity (docs/design/communicators-allreduce.md has the measurements); 0
   // picks kSingleHostRingSegmentBytes on one host and kMultiHostRingSegmentBytes across hosts.
   size_t ring_segment_bytes = 0;
   // Largest single MPI message or count; larger transfers are split. Tests lower it to exercise
@@ -107,7 +107,7 @@ class MpiCommunicator : public Communicator {
   // the ring would carry between the hosts (the thresholds' choice for one rank per host). Smaller
   // messages stay flat: the trees pair ranks by increasing distance, so with a host's ranks
   // numbered together their first rounds stay within the host, and Rabenseifner's rounds across
-  // hosts carry pieces 1/S of the message (docs/design/communicators.md).
+  // hosts carry pieces 1/S of the message (docs/design/communicators-several-ranks-per-host.md).
   bool hierarchical_for(size_t bytes) const;
   // Whether what goes by host is sharded over the host's ranks (every host runs local_size()
   // ranks and the hierarchy is not kLeader); else the host's first rank exchanges it alone.

@@ -1,7 +1,7 @@
-// MpiCommunicator's stages by host (ARCREDUCE_HIERARCHICAL; docs/design/communicators.md,
-// "Several ranks per host"): an All-Reduce summed within each host first (exchanged across hosts
-// by the host's first rank, or sharded over its ranks), and an All-Gather whose blocks cross
-// each host's link once.
+// MpiCommunicator's stages by host (ARCREDUCE_HIERARCHICAL;
+// docs/design/communicators-several-ranks-per-host.md): an All-Reduce summed within each host first
+// (exchanged across hosts by the host's first rank, or sharded over its ranks), and an All-Gather
+// whose blocks cross each host's link once.
 #include "ops/mpi_communicator.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// How the coordinator waits for MPI requests (ARCREDUCE_WAIT_MODE, docs/design/runtime.md,
-// "Waiting").
+// How the coordinator waits for MPI requests (ARCREDUCE_WAIT_MODE,
+// docs/design/runtime-waiting.md, "Waiting").
 //
 // Open MPI's blocking calls poll their transports in a loop: a rank waiting for a slower peer or
 // for bytes on a slow link keeps a whole core busy, the core the training thread needs for

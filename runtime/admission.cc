@@ -18,8 +18,8 @@ Admission::Admitted Admission::admit(std::vector<Request> taken, Clock::time_poi
   }
 
   // Every wake during backward takes a core from the training thread; a held step's remaining
-  // tensors need not wake the coordinator, only its last one does (docs/design/runtime.md, "Held
-  // steps do not wake the coordinator").
+  // tensors need not wake the coordinator, only its last one does (docs/design/runtime-cycle.md,
+  // "Held steps do not wake the coordinator").
   if (batcher_.holding()) {
     out.silent = batcher_.awaited();
     silent_ = true;

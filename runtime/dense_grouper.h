@@ -5,7 +5,7 @@
 // Backward hands over its last layers' gradients first, and they are small (a classifier's few
 // KB, each layer's bias a little ahead of its weight). Sent as produced, each is a latency-bound
 // round of its own while the link is idle, and the first large bucket goes out only after them
-// (docs/design/runtime.md, "Small dense buckets", has the measurement).
+// (docs/design/runtime-small-dense-buckets.md, "Small dense buckets", has the measurement).
 //
 // The step is learnt per rank (StepNames, as StepBatcher learns it): a name submitted again
 // starts a new step, and the dense names of the step before are the ones expected. A held tensor

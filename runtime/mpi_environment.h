@@ -1,5 +1,5 @@
 // What arcreduce sets in the environment of the MPI library it initialises itself, before
-// MPI_Init_thread (docs/design/runtime.md, "Open MPI's TCP eager limit").
+// MPI_Init_thread (docs/design/runtime-waiting.md, "Open MPI's TCP eager limit").
 #pragma once
 
 #include <cstddef>

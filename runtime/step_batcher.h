@@ -28,7 +28,7 @@
 // same decision (set_agreed): hold unless steps sent as produced were more than kHoldMargin faster.
 // Holding takes fewer rounds and less coordinator CPU; what it gives up, the overlap of the
 // compressed exchange with backward, pays only where the exchange is long (slow links), and there
-// sending as produced wins by far more than the margin (docs/design/runtime.md, "One cycle"). Until
+// sending as produced wins by far more than the margin (docs/design/runtime-cycle.md). Until
 // then the trial's alternation is the only choice, and ranks count the same steps, so they
 // alternate together. Ranks that ever choose differently still meet, as the negotiation waits for
 // every rank's ready bit; it costs a round, not a hang.
@@ -55,7 +55,7 @@ class StepBatcher {
   static constexpr int kTrialStepsPerMode = 8;
   // The trial runs each mode for kTrialBlockSteps steps in a row, held first, and does not time
   // the first step of a block: a step right after a switch carries the other mode's
-  // after-effects (docs/design/runtime.md, "One cycle"). kTrialSteps: the trial's steps when every
+  // after-effects (docs/design/runtime-cycle.md). kTrialSteps: the trial's steps when every
   // one of them completes something.
   static constexpr int kTrialBlockSteps = 3;
   static_assert(kTrialStepsPerMode % (kTrialBlockSteps - 1) == 0, "whole blocks per mode");

@@ -9,8 +9,8 @@
 // not the last one's: a program that alternates steps of different shapes (gradients submitted
 // all at once after an evaluation or a gradient-accumulation pass, then as backward produces
 // them) would otherwise release a layer-by-layer step's tensors after the short span of the
-// all-at-once step before it, one round per layer (docs/design/runtime.md, "Steps of different
-// shapes").
+// all-at-once step before it, one round per layer
+// (docs/design/runtime-small-dense-buckets.md, "Steps of different shapes").
 #pragma once
 
 #include <array>

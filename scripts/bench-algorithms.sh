@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The All-Reduce algorithms across hosts (docs/design/communicators.md, "Allreduce algorithms"):
+# The All-Reduce algorithms across hosts (docs/design/communicators-allreduce.md):
 # for every host count in HOSTS and rate in RATES, a simulated cluster (scripts/sim-cluster.sh,
 # one rank per host, each host's CPU budget as in the other benchmarks) runs
 #   reduce    bench/algorithm_bench: ring, rabenseifner, doubling, mpi and auto on messages of

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Measures the simulated cluster's link: brings up $HOSTS (4) hosts at $RATE (1gbit) per host
-# and direction, $DELAY one way if set (scripts/sim-cluster.sh), runs bench/link_bench on them
-# through arcrun (one rank per host, MPI over TCP), and removes the cluster. Prints each command
-# and link_bench's table (docs/design/simulated-cluster.md records them). Needs root; exits 77 where the
-# cluster cannot be built. Arguments go to link_bench, e.g. --repetitions 20; $EXTRA_MPI_ARGS
-# go to mpirun after the cluster's own (e.g. an Open MPI allreduce algorithm, see
-# docs/design/simulated-cluster.md).
+# Measures the simulated cluster's link: brings up $HOSTS (4) hosts at $RATE (1gbit) per host and
+# direction, $DELAY one way if set (scripts/sim-cluster.sh), runs bench/link_bench on them through
+# arcrun (one rank per host, MPI over TCP), and removes the cluster. Prints each command and
+# link_bench's table (docs/design/simulated-cluster-link-measurement.md records them). Needs root;
+# exits 77 where the cluster cannot be built. Arguments go to link_bench, e.g. --repetitions 20;
+# $EXTRA_MPI_ARGS go to mpirun after the cluster's own (e.g. an Open MPI allreduce algorithm, see
+# docs/design/simulated-cluster-link-measurement.md).
 #
 #   bash scripts/bench-link.sh                      # 100 MB allreduce, 4 hosts, 1 Gbit/s
 #   RATE=100gbit bash scripts/bench-link.sh         # the same with the link out of the way

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of scripts/bench-algorithms.sh's results (docs/design/communicators.md).
+"""Tables of scripts/bench-algorithms.sh's results (docs/design/communicators-allreduce.md).
 
   algorithm_report.py reduce RESULTS.jsonl --hosts N --rate R [--commit C]
   algorithm_report.py step RESULTS.jsonl --hosts N --rate R [--commit C]

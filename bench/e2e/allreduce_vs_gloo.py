@@ -1,8 +1,9 @@
-"""One dense All-Reduce at a time, arcreduce against gloo in the same job (docs/design/runtime.md,
-"Open MPI's TCP eager limit"): for each size, two passes of arcreduce.torch.allreduce_ (sum,
-compression none) and torch.distributed.all_reduce alternate; rank 0 prints the median of
---repetitions calls after 2 untimed ones, and its ratio to the ring's bound 2(P-1)/P * bytes at
---link-bps. Run on the simulated cluster with arcrun (MASTER_ADDR/MASTER_PORT for gloo):
+"""One dense All-Reduce at a time, arcreduce against gloo in the same job
+(docs/design/runtime-waiting.md, "Open MPI's TCP eager limit"): for each size, two passes of
+arcreduce.torch.allreduce_ (sum, compression none) and torch.distributed.all_reduce alternate; rank
+0 prints the median of --repetitions calls after 2 untimed ones, and its ratio to the ring's bound
+2(P-1)/P * bytes at --link-bps. Run on the simulated cluster with arcrun (MASTER_ADDR/MASTER_PORT
+for gloo):
 
     bash scripts/sim-cluster.sh up 4 --rate 1gbit --name ar --dir D
     source D/cluster.env

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Several ranks per host on a simulated cluster (scripts/sim-cluster.sh --slots): the
-# hierarchical All-Reduce (ARCREDUCE_HIERARCHICAL, docs/design/communicators.md) through arcrun,
+# hierarchical All-Reduce (ARCREDUCE_HIERARCHICAL,
+# docs/design/communicators-several-ranks-per-host.md) through arcrun,
 #   2 hosts x 2 ranks   allreduce_hosts (exact sums, the runtime's view of the hosts, Stats say
 #                       hierarchical), the same flat (ARCREDUCE_HIERARCHICAL=0), every compressor
 #                       and dtype (compressors_invariants_test: replicas bit-identical, ratio 1

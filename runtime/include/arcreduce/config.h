@@ -68,9 +68,9 @@ struct Config {
   // pinned memory); "nccl": always NCCL (rejected by a build without it); "mpi": never NCCL.
   std::string cuda_transport = "auto";
   // ARCREDUCE_WAIT_MODE: how the coordinator waits for the network and its peers
-  // (docs/design/runtime.md, "Waiting"). "sleep": polls, then sleeps between polls (backing off to
-  // wait_max_sleep_us), leaving the core to the training thread; "yield": polls and yields the
-  // core between polls; "busy": polls without pause (MPI's own blocking wait).
+  // (docs/design/runtime-waiting.md, "Waiting"). "sleep": polls, then sleeps between polls
+  // (backing off to wait_max_sleep_us), leaving the core to the training thread; "yield": polls
+  // and yields the core between polls; "busy": polls without pause (MPI's own blocking wait).
   std::string wait_mode = "sleep";
   int64_t wait_max_sleep_us = 2000;  // ARCREDUCE_WAIT_MAX_SLEEP_US, in [1, 100000]
   // ARCREDUCE_WAIT_SPIN_US: how long "sleep" polls (yielding) before its first sleep, in
@@ -84,14 +84,14 @@ struct Config {
   // ARCREDUCE_MIN_BUCKET_BYTES: an uncompressed all-reduce is held until the tensors this rank
   // has submitted since make at least this many bytes, or the step's last of them has come
   // (learnt from the step before), so that small tensors share a bucket with the next large one
-  // instead of each costing a round (docs/design/runtime.md, "Small dense buckets"); 0 holds
+  // instead of each costing a round (docs/design/runtime-small-dense-buckets.md); 0 holds
   // nothing. Local to each rank.
   int64_t min_bucket_bytes = 1 << 20;
   // ARCREDUCE_BATCH_COMPRESSED: whether compressed tensors (every compressor but "none" and
   // "fp16") wait until this rank has submitted all of the step's (learnt from the previous step)
   // and then go out in one cycle. Fewer rounds, but no overlap of the compressed exchange with
   // backward: it pays where rounds are costly and the exchange is short (many ranks per core, a
-  // fast link), and loses on slow links (docs/design/runtime.md, "One cycle"). kAuto (default,
+  // fast link), and loses on slow links (docs/design/runtime-cycle.md). kAuto (default,
   // "auto") times steps 4-27 (counted after ARCREDUCE_WARMUP_STEPS) alternately held and not, then
   // every rank holds from then on unless the ranks' averaged medians say not holding is more than
   // 3% faster; kOn ("1") holds from the second step, kOff ("0") never holds.
