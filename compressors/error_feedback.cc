@@ -136,6 +136,9 @@ void ErrorFeedback::reduce_ef14(std::vector<CompressTensor>& bucket, CompressCon
     // its reduction count.
     if (momentum && (ctx.options.feedback.dense ||
                      static_cast<int64_t>(bucket[i].step) < ctx.options.feedback.warmup_steps)) {
+      // ARCREDUCE_AUTO_COMPRESS's dense steps drop the residual of earlier compressed steps:
+      // sent at once it would be one outsized step (the momentum u keeps their gradients).
+      if (ctx.options.feedback.dense) kernels::fill(s.e.data(), n, 0.0f);
       // u = beta u + g, e becomes x = u + e
       kernels::accumulate_feedback(bucket[i].input, u, beta, s.e.data(), nullptr, n);
       warm.push_back(c);

@@ -12,9 +12,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-constexpr uint64_t kCompressedFrom = CompressionChoice::kUnmeasuredSteps;
-constexpr uint64_t kDenseFrom = kCompressedFrom + CompressionChoice::kCompressedTrialSteps;
-constexpr uint64_t kTrialEnd = kDenseFrom + CompressionChoice::kDenseTrialSteps;
+constexpr uint64_t kCompressedFrom = CompressionChoice::kDenseTrialSteps;
+constexpr uint64_t kTrialEnd = kCompressedFrom + CompressionChoice::kCompressedTrialSteps;
 // TensorState::doubles entries of the clock tensor.
 constexpr char kRecord[] = "auto_compress";  // steps, decided, compress, agreed medians
 constexpr char kCompressedMs[] = "auto_compress.compressed_ms";
@@ -23,18 +22,18 @@ constexpr char kDenseMs[] = "auto_compress.dense_ms";
 }  // namespace
 
 CompressionChoice::Mode CompressionChoice::scheduled(uint64_t step) const {
-  if (step < kDenseFrom) return Mode::kCompressed;
-  if (step < kTrialEnd) return Mode::kDense;
+  if (step < kCompressedFrom) return Mode::kDense;
+  if (step < kTrialEnd) return Mode::kCompressed;
   return decided_ && compress_ ? Mode::kCompressed : Mode::kDense;
 }
 
 bool CompressionChoice::timed(uint64_t step, Mode* mode) const {
-  if (step > kCompressedFrom && step < kDenseFrom) {
-    *mode = Mode::kCompressed;
+  if (step >= static_cast<uint64_t>(kUntimedDenseSteps) && step < kCompressedFrom) {
+    *mode = Mode::kDense;
     return true;
   }
-  if (step > kDenseFrom && step < kTrialEnd) {
-    *mode = Mode::kDense;
+  if (step > kCompressedFrom && step < kTrialEnd) {
+    *mode = Mode::kCompressed;
     return true;
   }
   return false;
@@ -91,7 +90,8 @@ void CompressionChoice::decide(Communicator& comm, int rank, int size, const Log
       "ARCREDUCE_AUTO_COMPRESS: median step {:.1f} ms compressed, {:.1f} ms dense ({} and {} "
       "steps, mean over ranks): the dense step is {:.2f}x the compressed one, {} {:.1f}x that "
       "compression's extra steps need: {}",
-      agreed_compressed_ms_, agreed_dense_ms_, kCompressedTrialSteps - 1, kDenseTrialSteps - 1,
+      agreed_compressed_ms_, agreed_dense_ms_, kCompressedTrialSteps - 1,
+      kDenseTrialSteps - kUntimedDenseSteps,
       agreed_compressed_ms_ > 0 ? agreed_dense_ms_ / agreed_compressed_ms_ : 0.0,
       compress_ ? "at least the" : "below the", kStepsFactor,
       compress_ ? "compressing from now on" : "reducing densely from now on");

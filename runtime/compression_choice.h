@@ -6,12 +6,12 @@
 // MLP it was tuned on and 4.2x on one of another width. The runtime cannot know that factor
 // before training, but it can time the step both ways on the job's own hardware and links. So
 // the tensors it manages (CompressionSpec::automatic: they took the job's compression without
-// choosing their own) go, after kUnmeasuredSteps steps, kCompressedTrialSteps steps compressed
-// and then kDenseTrialSteps steps dense (the first step of each untimed: it carries the other
-// mode's after-effects). Once every rank's trial is over (the negotiation's agreement bit), one
-// All-Reduce averages the ranks' medians and every rank takes the same decision: compressed
-// where the dense step is at least kStepsFactor times the compressed one, else dense. Both
-// modes are real training steps; dense ones carry efm's momentum as its warm-up does.
+// choosing their own) go kDenseTrialSteps steps dense and then kCompressedTrialSteps steps
+// compressed (the first steps of each untimed, below). Once every rank's trial is over (the
+// negotiation's agreement bit), one All-Reduce averages the ranks' medians and every rank takes the
+// same decision: compressed where the dense step is at least kStepsFactor times the compressed one,
+// else dense. Both modes are real training steps; dense ones carry efm's momentum as its warm-up
+// does.
 //
 // The step's clock is the first automatic tensor ever executed (the first member of the first
 // automatic bucket: the same on every rank, as buckets are negotiated): a step is the time from
@@ -37,9 +37,15 @@ namespace arcreduce {
 
 class CompressionChoice {
  public:
-  static constexpr int kUnmeasuredSteps = 3;
+  // The trial: kDenseTrialSteps dense steps, the first kUntimedDenseSteps of them untimed
+  // (first-time allocations; TCP's flows ramp up), then kCompressedTrialSteps compressed, the
+  // first untimed (it carries the dense steps' after-effects). Dense first: at the start of
+  // training a dense step is worth most, and a switch from compressed to dense would deliver
+  // the compressed steps' residual at once, an outsized step (auto's dense steps drop it).
+  static constexpr int kDenseTrialSteps = 5;
+  static constexpr int kUntimedDenseSteps = 2;
   static constexpr int kCompressedTrialSteps = 6;
-  static constexpr int kDenseTrialSteps = 4;
+  static constexpr int kTrialSteps = kDenseTrialSteps + kCompressedTrialSteps;
   // The dense step must be this many times the compressed one for compression to win: above the
   // step factor of ARC-Top-K at 1% on the MLP it was tuned on (2.4-2.6x), so that where the
   // step gains are marginal the job stays dense, which never needs extra steps.

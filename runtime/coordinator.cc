@@ -74,11 +74,10 @@ Coordinator::Coordinator(Context& ctx, TensorQueue& queue, StateStore& state)
   if (ctx.rank == 0 && choice_.enabled()) {
     ctx.log->info(
         "ARCREDUCE_AUTO_COMPRESS: tensors that take the job's compression ({}) go {} steps "
-        "compressed, then {} dense; compressed from then on only if the dense step is at least "
+        "dense, then {} compressed; compressed from then on only if the dense step is at least "
         "{:.1f}x the compressed one",
-        ctx.config.compressor,
-        CompressionChoice::kUnmeasuredSteps + CompressionChoice::kCompressedTrialSteps,
-        CompressionChoice::kDenseTrialSteps, CompressionChoice::kStepsFactor);
+        ctx.config.compressor, CompressionChoice::kDenseTrialSteps,
+        CompressionChoice::kCompressedTrialSteps, CompressionChoice::kStepsFactor);
   }
 }
 

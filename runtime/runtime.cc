@@ -196,13 +196,17 @@ TensorSignature Runtime::resolve(const Tensor& tensor, const AllreduceOptions& o
   s.device = tensor.device.kind;
   s.op = options.op;
   s.compression = resolve_compression(options.compression, tensor.dtype, options.op);
-  // ARCREDUCE_AUTO_COMPRESS manages CPU tensors reduced as the job's configuration says (their
-  // options chose nothing else: bindings that pass the job's values explicitly count), where
-  // that compressor sends less than the whole tensor (runtime/compression_choice.h).
+  // ARCREDUCE_AUTO_COMPRESS manages CPU tensors compressed as the job's configuration says: its
+  // compressor, ratio and granularity (their options chose no others; bindings that pass the
+  // job's values explicitly count), where that compressor sends less than the whole tensor
+  // (runtime/compression_choice.h). The error feedback may differ: a binding pairs it with the
+  // optimizer (ef14 for SGD without momentum), and every feedback has a dense step.
   const CompressorTraits* traits = find_compressor(s.compression.compressor);
   if (ctx_.config.auto_compress && s.device == Device::kCPU && traits && !traits->dense) {
-    s.compression.automatic =
-        s.compression == resolve_compression(CompressionOptions{}, tensor.dtype, options.op);
+    const CompressionSpec job = resolve_compression(CompressionOptions{}, tensor.dtype, options.op);
+    s.compression.automatic = s.compression.compressor == job.compressor &&
+                              s.compression.ratio == job.ratio &&
+                              s.compression.granularity == job.granularity;
   }
   return s;
 }

@@ -39,7 +39,9 @@
 # LM_EVAL_EVERY (50), LM_MARGIN (0.01: 1%), LM_ARGS (more flags of the transformer, e.g. a smaller
 # model: "--width 128 --layers 2"), CPUS (each simulated host's CPU budget in cores:
 # "auto", the default, gives the hosts 0.9 of the machine's cores between them; 0: none, the hosts
-# share the cores, as the runs before budgets), BUDGET_FACTOR (3), RUN_TIMEOUT (1800 s; the
+# share the cores, as the runs before budgets), BUDGET_FACTOR (3), DENSE_FROM (an earlier run's
+# results.jsonl: its dense rows of the same workload, setting and seed are reused instead of
+# training dense again), RUN_TIMEOUT (1800 s; the
 # transformer: 3600 s), BUILD_DIR (build/), OUT_DIR (docs/results/tta), PYTHON
 # (/usr/bin/python3), DATA_DIR.
 # Exit status: 0 done (failed runs are rows marked failed), 1 a build or report failure.
@@ -219,7 +221,23 @@ run_workload() {  # workload setting -- launch words...
   for seed in $seeds; do
     echo
     echo "=== $workload, $setting, seed $seed ==="
-    run_one "$workload" "$setting" "$seed" dense 0 "$dense_steps" -- "$@"
+    if [[ -n "${DENSE_FROM:-}" ]]; then
+      # Dense's run does not depend on the other variants: reuse an earlier one of this setting
+      # and seed (DENSE_FROM, a results.jsonl) instead of training it again.
+      "$python" - "$DENSE_FROM" "$workload" "$setting" "$seed" >>"$out_dir/results.jsonl" <<'END'
+import json, sys
+path, workload, setting, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+for line in open(path):
+    r = json.loads(line)
+    if (r.get("workload"), r.get("setting"), r.get("seed"), r.get("variant")) == \
+            (workload, setting, seed, "dense"):
+        print(json.dumps(r))
+        break
+END
+      echo "dense: reused from ${DENSE_FROM#"$root/"}"
+    else
+      run_one "$workload" "$setting" "$seed" dense 0 "$dense_steps" -- "$@"
+    fi
     read -r target dense_steps <<<"$(dense_target "$workload" "$setting" "$seed")" || {
       echo "bench-tta: dense failed on $workload $setting seed $seed: no target" >&2
       continue

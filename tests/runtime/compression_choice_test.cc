@@ -20,9 +20,7 @@ namespace {
 
 using Mode = CompressionChoice::Mode;
 using Holding = CompressionChoice::Holding;
-constexpr int kTrial = CompressionChoice::kUnmeasuredSteps +
-                       CompressionChoice::kCompressedTrialSteps +
-                       CompressionChoice::kDenseTrialSteps;
+constexpr int kTrial = CompressionChoice::kTrialSteps;
 
 // Runs buckets of "c" (the clock: the first name of the first bucket) and then "other" (never
 // the clock) through `choice` for `steps` steps, a step taking compressed_ms or dense_ms by the
@@ -57,11 +55,10 @@ TEST(CompressionChoice, ScheduleThenTheAgreedDecision) {
                                                                     : 10);
         choice.executed({&c}, t);
       }
-      // Compressed until the dense window, then dense, timed on the steps in between.
-      const int dense_from =
-          CompressionChoice::kUnmeasuredSteps + CompressionChoice::kCompressedTrialSteps;
+      // Dense first, then compressed, timed on the steps in between.
+      const int compressed_from = CompressionChoice::kDenseTrialSteps;
       for (int i = 1; i < kTrial; ++i) {
-        EXPECT_EQ(modes[i - 1], i < dense_from ? Mode::kCompressed : Mode::kDense) << i;
+        EXPECT_EQ(modes[i - 1], i < compressed_from ? Mode::kDense : Mode::kCompressed) << i;
       }
       ASSERT_TRUE(choice.trial().done);
       EXPECT_DOUBLE_EQ(choice.trial().compressed_median_ms, 10.0);
