@@ -51,7 +51,7 @@ if(TARGET train_fashion_mnist)
             -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/fashion_mnist_resume.cmake)
   # Without fusion: buckets (so summation orders) would depend on timing (see the script).
   set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS mpi PROCESSORS 3
-    ENVIRONMENT "${ARCREDUCE_MPI_TEST_ENV};ARCREDUCE_FUSION_THRESHOLD=0")
+    ENVIRONMENT "${ARCREDUCE_MPI_TEST_ENV};ARCREDUCE_FUSION_THRESHOLD=0;ARCREDUCE_AUTO_COMPRESS=0")
   list(APPEND _fmnist_tests ${_name})
   # --step-bench (bench/e2e): its JSON line's durations, waits and medians (3 ranks: the
   # longest rank of each step is found among an odd number).

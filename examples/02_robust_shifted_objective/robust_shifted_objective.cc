@@ -96,6 +96,9 @@ arcreduce::Config make_config(arcreduce::Config base, const Variant& v, uint64_t
                               const Options& o) {
   base.compressor = v.compressor;
   base.granularity = v.granularity;
+  // Each variant is the compressor it names, checked against its exact expected distance: no
+  // automatic switch to dense (ARCREDUCE_AUTO_COMPRESS).
+  base.auto_compress = false;
   if (v.sketch_rank > 0) base.sketch_rank = v.sketch_rank;
   if (v.powersgd_rank > 0) base.powersgd_rank = v.powersgd_rank;
   base.compress_ratio = o.ratio;

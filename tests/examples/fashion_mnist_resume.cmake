@@ -4,7 +4,9 @@
 # float and the FNV-1a hash of every parameter: bit-identical models), and when resuming with
 # another --batch-size is refused with a message naming it. Run it with
 # ARCREDUCE_FUSION_THRESHOLD=0: fused buckets depend on timing, and a tensor's sums (so the last
-# bits of the result) on its bucket, which would make even two uninterrupted runs differ.
+# bits of the result) on its bucket, which would make even two uninterrupted runs differ; and with
+# ARCREDUCE_AUTO_COMPRESS=0: the straight run and the first part each take the automatic choice
+# by timing (the choice's own resume is CompressionChoice.ResumesAsDecided's test).
 # cmake -DMPIRUN=<mpirun|args, | separated> -DNP=n -DEXE=path -DDATA_DIR=dir -DWORK_DIR=dir -P ...
 string(REPLACE "|" ";" mpirun "${MPIRUN}")
 set(common --data-dir ${DATA_DIR} --train-samples 480 --test-samples 200 --overlap-steps 0)
