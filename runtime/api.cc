@@ -214,14 +214,22 @@ void init_locked(const Config* config) {
   current_runtime() = std::move(runtime);
 }
 
-// For the calls that must not run on a coordinator thread (they join coordinators or make
-// blocking MPI calls): an Error naming the call, thrown from a completion callback.
+// Whether the caller is a completion callback or a coordinator thread. A callback runs on a
+// coordinator thread, or at once on the submitting thread when its op is rejected (submitted to a
+// runtime that has stopped): both must not replace the runtime that the submission they run
+// inside still uses, nor wait for a coordinator.
+bool in_callback() {
+  return Coordinator::on_any_coordinator_thread() || in_completion_callback();
+}
+
+// For the calls that must not run in a callback (they join coordinators, make blocking MPI
+// calls or replace the runtime): an Error naming the call.
 void refuse_on_coordinator_thread(const std::string& what) {
-  if (!Coordinator::on_any_coordinator_thread()) return;
+  if (!in_callback()) return;
   throw Error("arcreduce::" + what +
-                  "() was called from a completion callback (the coordinator thread), where "
-                  "it would wait for that thread or make MPI calls beside it; call it from "
-                  "your own thread",
+                  "() was called from a completion callback, where it would wait for a "
+                  "coordinator thread, make MPI calls beside one or replace the runtime that "
+                  "the callback's op came from; call it from your own thread, outside callbacks",
               StatusCode::kInvalidArgument);
 }
 
@@ -239,14 +247,14 @@ Runtime& running_runtime(const char* what) {
 }  // namespace
 
 void init() {
-  if (Coordinator::on_any_coordinator_thread() && runtime_running()) return;
+  if (in_callback() && runtime_running()) return;
   refuse_on_coordinator_thread("init");
   std::lock_guard<std::mutex> life(g_lifecycle_mutex);
   init_locked(nullptr);
 }
 
 void init(const Config& config) {
-  if (Coordinator::on_any_coordinator_thread() && runtime_running()) return;
+  if (in_callback() && runtime_running()) return;
   refuse_on_coordinator_thread("init");
   std::lock_guard<std::mutex> life(g_lifecycle_mutex);
   init_locked(&config);
@@ -255,7 +263,7 @@ void init(const Config& config) {
 void shutdown() {
   // From a callback: every runtime is asked to shut down and the call returns (a coordinator
   // cannot wait for itself); from any other thread, it returns once they have stopped.
-  const bool wait = !Coordinator::on_any_coordinator_thread();
+  const bool wait = !in_callback();
   std::unique_lock<std::mutex> life(g_lifecycle_mutex, std::defer_lock);
   if (wait) life.lock();
   std::vector<std::shared_ptr<Runtime>> runtimes;
@@ -298,10 +306,15 @@ int local_size() {
 
 namespace {
 
-// A handle already complete with `status`, for a call that reached no runtime.
-Handle reject(const std::function<void(const Status&)>& callback, Status status) {
-  if (!g_orphan_queue) g_orphan_queue = new TensorQueue();
-  return kOrphanBit | g_orphan_queue->reject(callback, std::move(status));
+// A handle already complete with `status`, for a call that reached no runtime. Takes the held
+// g_mutex and releases it before the callback runs (on this thread): the callback may call the
+// API, which takes g_mutex.
+Handle reject(std::unique_lock<std::mutex>& held,
+              const std::function<void(const Status&)>& callback, Status status) {
+  if (!g_orphan_queue) g_orphan_queue = new TensorQueue();  // never destroyed
+  TensorQueue* queue = g_orphan_queue;
+  held.unlock();
+  return kOrphanBit | queue->reject(callback, std::move(status));
 }
 
 // Runs `submit(runtime, set ranks)` on the runtime of `process_set` (the ranks are null for set
@@ -313,7 +326,7 @@ Handle submit_or_reject(const std::string& name, const std::function<void(const 
   std::unique_lock<std::mutex> lock(g_mutex);
   std::shared_ptr<Runtime> rt = current_runtime();
   if (!rt) {
-    return reject(callback,
+    return reject(lock, callback,
                   Status(StatusCode::kShutdown, "tensor '" + name +
                                                     "': arcreduce is not initialised; call "
                                                     "arcreduce::init() first"));
@@ -322,16 +335,17 @@ Handle submit_or_reject(const std::string& name, const std::function<void(const 
   if (process_set != 0) {
     const auto it = process_sets().find(process_set);
     if (it == process_sets().end()) {
-      return reject(callback,
+      return reject(lock, callback,
                     Status(StatusCode::kInvalidArgument,
                            "tensor '" + name + "': unknown process set " +
                                std::to_string(process_set) + " (removed, or never added)"));
     }
     if (!it->second.runtime) {
-      return reject(callback, Status(StatusCode::kInvalidArgument,
-                                     "tensor '" + name + "': rank " + std::to_string(rt->rank()) +
-                                         " is not in process set " + std::to_string(process_set) +
-                                         " (ranks " + ranks_string(it->second.ranks) + ")"));
+      return reject(lock, callback,
+                    Status(StatusCode::kInvalidArgument,
+                           "tensor '" + name + "': rank " + std::to_string(rt->rank()) +
+                               " is not in process set " + std::to_string(process_set) +
+                               " (ranks " + ranks_string(it->second.ranks) + ")"));
     }
     rt = it->second.runtime;
     ranks = it->second.ranks;

@@ -15,16 +15,24 @@ constexpr size_t kMaxUnsynchronizedHandles = 1 << 16;
 // would return another op's status).
 std::atomic<Handle> g_next_handle{1};
 
+thread_local int t_callback_depth = 0;
+
 void run_callback(std::function<void(const Status&)>& callback, const Status& status) {
   if (!callback) return;
+  ++t_callback_depth;
   try {
     callback(status);
   } catch (...) {
     // Callbacks run on the coordinator thread, which must never die: swallow, the op's own
     // Status is still delivered through synchronize().
   }
+  --t_callback_depth;
 }
 }  // namespace
+
+bool in_completion_callback() {
+  return t_callback_depth > 0;
+}
 
 Handle TensorQueue::submit(TensorEntry entry) {
   Status reject_status;

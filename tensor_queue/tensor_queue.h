@@ -23,6 +23,12 @@ namespace arcreduce {
 
 using Handle = uint64_t;
 
+// Whether the calling thread is inside a completion callback that a TensorQueue runs. Most run on
+// a coordinator thread, but a rejected submission (a queue already closed, a duplicate name)
+// runs its callback at once on the submitting thread, inside allreduce_async(): the API's
+// lifecycle calls treat both alike (docs/cpp-api.md, "Threads and callbacks").
+bool in_completion_callback();
+
 struct TensorEntry {
   std::string name;
   Tensor tensor;

@@ -11,6 +11,8 @@
 // lock only briefly, shutdown() held it while joining the coordinator and the first callback that
 // called rank() waited for it forever (the watchdog then fails the job).
 //
+// First, callbacks that run on the submitting thread (rejected submissions) call the API too.
+//
 // The MPI_Comm_dup and MPI_Comm_free calls below wrap Open MPI's (PMPI interposition): every
 // init() after the first must free the previous runtime's communicators before it duplicates
 // the new ones, so that its coordinator never runs while the user's thread is in MPI (with
@@ -92,6 +94,55 @@ void use_the_api(int rank, bool lifecycle, Op* op, int round, int index) {
   }
 }
 
+// Callbacks of rejected submissions run at once on the submitting thread, inside
+// allreduce_async(). Before any init(), such a callback ran while the API held its state lock,
+// and its first API call waited for that lock forever. After shutdown(), a callback that called
+// init() there was not treated as a callback: it replaced the runtime under the submission that
+// ran it (retiring that runtime waited 10 s for the submission to return), and the handle the
+// submission then returned was unknown to the new runtime.
+void check_inline_callbacks(int rank) {
+  std::vector<float> data(16, 1.0f);
+  const arcreduce::Tensor tensor{data.data(), arcreduce::DType::kFloat32, {16}};
+  bool ran = false;
+  arcreduce::AllreduceOptions before;
+  before.callback = [&](const arcreduce::Status&) {
+    ran = true;
+    if (arcreduce::initialized()) fail(rank, "inline callback: initialized() before init()");
+    (void)arcreduce::stats();
+    (void)arcreduce::process_set_ids();
+  };
+  const arcreduce::Status not_initialised =
+      arcreduce::synchronize(arcreduce::allreduce_async("inline.before_init", tensor, before));
+  if (!ran || not_initialised.code() != arcreduce::StatusCode::kShutdown) {
+    fail(rank, "a submission before init(): callback ran " + std::to_string(ran) + ", status " +
+                   not_initialised.message());
+  }
+
+  arcreduce::init();
+  arcreduce::shutdown();
+  int refused = 0;
+  arcreduce::AllreduceOptions after;
+  after.callback = [&](const arcreduce::Status&) {
+    try {
+      arcreduce::init();
+    } catch (const arcreduce::Error&) {
+      ++refused;
+    }
+    arcreduce::shutdown();  // only the request: nothing is running
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const arcreduce::Handle h = arcreduce::allreduce_async("inline.after_shutdown", tensor, after);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const arcreduce::Status late = arcreduce::synchronize(h);
+  if (refused != 1 || arcreduce::initialized() || late.code() != arcreduce::StatusCode::kShutdown) {
+    fail(rank, "a submission after shutdown(): init() in its callback refused " +
+                   std::to_string(refused) + " times (want 1), initialized() " +
+                   std::to_string(arcreduce::initialized()) + ", status '" + late.message() +
+                   "', the submission took " + std::to_string(seconds) + " s");
+  }
+}
+
 }  // namespace
 
 extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
@@ -119,6 +170,7 @@ int main(int argc, char** argv) {
   arcreduce_test::Watchdog watchdog(
       rank, std::chrono::seconds(arcreduce_test::watchdog_seconds(argc, argv, 60)),
       [] { return std::string("TEST-ERROR hung (deadlock?)"); });
+  check_inline_callbacks(rank);
   for (int round = 0; round < rounds; ++round) {
     {
       std::lock_guard<std::mutex> lock(g_events_mu);
