@@ -74,3 +74,12 @@ __all__ = [
     "broadcast_parameters", "DistributedOptimizer", "ProcessSet", "add_process_set",
     "global_process_set", "remove_process_set", "sparse_allreduce_async",
 ]
+
+
+def __getattr__(name):
+    # hvd.elastic after `import arcreduce.torch as hvd`, as Horovod code writes it: the submodule
+    # is imported on first use, so that what it says is what that code meets.
+    if name == "elastic":
+        import importlib
+        return importlib.import_module(".elastic", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,14 +19,16 @@ class _Allreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, compression, prescale_factor, postscale_factor, ps):
         ctx.args = (name + ".grad", op, prescale_factor, postscale_factor, ps)
-        return allreduce_(_copy(tensor), name, op, compression, prescale_factor, postscale_factor,
-                          ps)
+        return allreduce_(_copy(tensor), name=name, op=op, compression=compression,
+                          prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                          process_set=ps)
 
     @staticmethod
     def backward(ctx, grad):
         name, op, prescale_factor, postscale_factor, ps = ctx.args
-        reduced = allreduce_(_copy(grad), name, op, Compression.none, prescale_factor,
-                             postscale_factor, ps)
+        reduced = allreduce_(_copy(grad), name=name, op=op, compression=Compression.none,
+                             prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                             process_set=ps)
         return reduced, None, None, None, None, None, None
 
 
@@ -39,7 +41,8 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         root_rank, name, ps = ctx.args
-        averaged = allreduce_(_copy(grad), name, Average, Compression.none, process_set=ps)
+        averaged = allreduce_(_copy(grad), name=name, op=Average, compression=Compression.none,
+                              process_set=ps)
         if rank() != root_rank:
             averaged.zero_()
         return averaged, None, None, None
@@ -56,9 +59,11 @@ def allreduce_with_grad(tensor, name, op, compression, prescale_factor, postscal
     if _tracked(tensor):
         return _Allreduce.apply(tensor, name, op, compression, prescale_factor, postscale_factor,
                                 ps)
-    if not isinstance(tensor, torch.Tensor):  # allreduce_ names the problem (on every rank)
-        return allreduce_(tensor, name, op, compression, prescale_factor, postscale_factor, ps)
-    return allreduce_(_copy(tensor), name, op, compression, prescale_factor, postscale_factor, ps)
+    if isinstance(tensor, torch.Tensor):  # otherwise allreduce_ names the problem (every rank)
+        tensor = _copy(tensor)
+    return allreduce_(tensor, name=name, op=op, compression=compression,
+                      prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                      process_set=ps)
 
 
 def broadcast_with_grad(tensor, root_rank, name, ps):
@@ -91,7 +96,8 @@ class _Allgather(torch.autograd.Function):
     def backward(ctx, grad):
         name, rows, ps = ctx.args
         # Every rank's output holds this rank's rows: Horovod averages their gradients.
-        averaged = allreduce_(_copy(grad), name, Average, Compression.none, process_set=ps)
+        averaged = allreduce_(_copy(grad), name=name, op=Average, compression=Compression.none,
+                              process_set=ps)
         me = _set_rank(ps)
         first = sum(rows[:me])
         return averaged.narrow(0, first, rows[me]), None, None
@@ -121,8 +127,9 @@ class _Reducescatter(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, ps):
         from .collectives import reducescatter_async
         ctx.args = (name + ".grad", op, prescale_factor * postscale_factor, ps)
-        out, _ = _synchronize_rows(reducescatter_async(tensor.detach(), name, op,
-                                                       prescale_factor, postscale_factor, ps))
+        out, _ = _synchronize_rows(reducescatter_async(
+            tensor.detach(), name=name, op=op, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, process_set=ps))
         return out
 
     @staticmethod
@@ -163,5 +170,6 @@ def reducescatter_with_grad(tensor, name, op, prescale_factor, postscale_factor,
             raise ValueError(f"tensor '{name}': autograd through reducescatter is defined for "
                              f"Average and Sum, not {op!r}; reduce a detached tensor")
         return _Reducescatter.apply(tensor, name, op, prescale_factor, postscale_factor, ps)
-    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
-                                           ps))
+    return synchronize(reducescatter_async(tensor, name=name, op=op,
+                                           prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor, process_set=ps))

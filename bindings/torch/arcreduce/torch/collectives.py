@@ -7,9 +7,11 @@ import io
 import torch
 
 from . import _C
-from .mpi_ops import (Average, Sum, _check_not_in_flight, _check_reduction, _integer_average,
-                      _name_or_generated, _output_kind, _RefusedOnEveryRank, _REDUCE_OPS,
-                      _scale_, _submitted, allreduce_async_, synchronize)
+from .mpi_ops import (_ALLREDUCE_ASYNC_ORDER, _ALLREDUCE_ORDER, Average, Compression, Sum,
+                      _check_not_in_flight, _check_reduction, _integer_average, _is_op,
+                      _name_or_generated, _op_of, _output_kind, _positional, _RefusedOnEveryRank,
+                      _REDUCE_OPS, _scale_, _submitted, allreduce_async_, _allreduce_signature,
+                      synchronize)
 from .process_sets import _id_of, _size_of, global_process_set
 
 PS = global_process_set  # the default of every process_set argument below
@@ -119,33 +121,74 @@ def alltoall(tensor, splits=None, name=None, process_set=PS):
                               process_set)
 
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
-                        postscale_factor=1.0, process_set=PS):
+# Positional orders of the reducescatters after their first argument: Horovod's, and
+# arcreduce's own (name, op, prescale_factor, postscale_factor, process_set), recognised by an op
+# third (Horovod's third is the compression) or, for reducescatter_async, a number fourth
+# (Horovod's fourth is the process set).
+_RS_ARCREDUCE_ORDER = ("name", "op", "prescale_factor", "postscale_factor", "process_set")
+_RS_ORDER = ("name", "compression", "op", "process_set", "prescale_factor", "postscale_factor")
+_RS_ASYNC_ORDER = ("name", "op", "process_set", "prescale_factor", "postscale_factor")
+
+
+def _op_third(args):
+    return len(args) > 1 and _is_op(args[1])
+
+
+def _number_fourth(args):
+    return len(args) > 2 and isinstance(args[2], (int, float)) and not isinstance(args[2], bool)
+
+
+def _shaped_compression(compression, name, set_id):
+    """Horovod's compression of a reducescatter: none, or fp16 (the tensor is cast to float16 for
+    the exchange and the result back); arcreduce's compressors do not apply to it."""
+    with _RefusedOnEveryRank(name, set_id):
+        c = Compression.of(compression)
+        if c.compressor not in (None, "none", "fp16"):
+            raise ValueError(f"tensor '{name}': reducescatter takes compression none or fp16, "
+                             f"not {c!r}")
+    return c
+
+
+@_positional(_RS_ASYNC_ORDER, _RS_ARCREDUCE_ORDER, _number_fourth)
+def reducescatter_async(tensor, *, name=None, op=Average, process_set=PS, prescale_factor=1.0,
+                        postscale_factor=1.0):
     """Starts a reducescatter: the reduction of every rank's ``tensor`` (same shape everywhere),
     of which rank r receives its block of the first dimension (n // size rows, one more on the
     first n % size ranks)."""
-    return _submit("reducescatter", tensor, name, op, None, prescale_factor, postscale_factor,
-                   process_set)
+    return _submit("reducescatter", tensor, name, Average if op is None else op, None,
+                   prescale_factor, postscale_factor, process_set)
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                  process_set=PS):
-    """Blocking reducescatter; differentiable for Average and Sum."""
+@_positional(_RS_ORDER, _RS_ARCREDUCE_ORDER, _op_third)
+def reducescatter(tensor, *, name=None, compression=None, op=Average, process_set=PS,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Blocking reducescatter; differentiable for Average and Sum. ``compression``: none or
+    fp16, as Horovod's."""
     from .autograd import reducescatter_with_grad
-    return reducescatter_with_grad(
-        tensor, _name_or_generated(name, "reducescatter", _id_of(process_set)), op,
-        prescale_factor, postscale_factor, process_set)
+    set_id = _id_of(process_set)
+    name = _name_or_generated(name, "reducescatter", set_id)
+    c = _shaped_compression(compression, name, set_id)
+    sent, ctx = c.compress(tensor) if isinstance(tensor, torch.Tensor) else (tensor, None)
+    out = reducescatter_with_grad(sent, name, Average if op is None else op, prescale_factor,
+                                  postscale_factor, process_set)
+    return c.decompress(out, ctx)
 
 
-def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
-                          postscale_factor=1.0, process_set=PS):
-    base = _name_or_generated(name, "grouped_reducescatter", _id_of(process_set))
+@_positional(_RS_ORDER, _RS_ARCREDUCE_ORDER, _op_third)
+def grouped_reducescatter(tensors, *, name=None, compression=None, op=Average, process_set=PS,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    set_id = _id_of(process_set)
+    base = _name_or_generated(name, "grouped_reducescatter", set_id)
+    c = _shaped_compression(compression, base, set_id)
+    args = dict(op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                process_set=process_set)
     if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
-        return [reducescatter(t, f"{base}.{i}", op, prescale_factor, postscale_factor,
-                              process_set) for i, t in enumerate(tensors)]
-    handles = [reducescatter_async(t, f"{base}.{i}", op, prescale_factor, postscale_factor,
-                                   process_set) for i, t in enumerate(tensors)]
-    return _wait_all(handles)
+        return [reducescatter(t, name=f"{base}.{i}", compression=c, **args)
+                for i, t in enumerate(tensors)]
+    sent = [c.compress(t) for t in tensors]
+    handles = [reducescatter_async(t, name=f"{base}.{i}", **args)
+               for i, (t, _) in enumerate(sent)]
+    return [c.decompress(out, ctx) for out, (_, ctx) in zip(_wait_all(handles), sent)]
 
 
 def _wait_all(handles):
@@ -156,41 +199,59 @@ class GroupHandle(tuple):
     """The handles of a grouped op; synchronize() and poll() take it like one handle."""
 
 
-def grouped_allreduce_async_(tensors, name=None, op=Average, compression=None,
-                             prescale_factor=1.0, postscale_factor=1.0, process_set=PS):
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def grouped_allreduce_async_(tensors, *, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=PS, compression=None):
     """In-place allreduces of a list of tensors, submitted together (they fuse where their
-    signatures allow); returns one handle for synchronize(), which returns the list."""
-    base = _name_or_generated(name, "grouped_allreduce", _id_of(process_set))
-    return GroupHandle(allreduce_async_(t, f"{base}.{i}", op, compression, prescale_factor,
-                                        postscale_factor, process_set)
+    signatures allow); returns one handle for synchronize(), which returns the list. Arguments
+    as allreduce_async_'s."""
+    set_id = _id_of(process_set)
+    base = _name_or_generated(name, "grouped_allreduce", set_id)
+    with _RefusedOnEveryRank(base, set_id):
+        op = _op_of(op, average, base)
+    return GroupHandle(allreduce_async_(t, name=f"{base}.{i}", op=op, compression=compression,
+                                        prescale_factor=prescale_factor,
+                                        postscale_factor=postscale_factor,
+                                        process_set=process_set)
                        for i, t in enumerate(tensors))
 
 
-def grouped_allreduce_(tensors, name=None, op=Average, compression=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=PS):
-    return synchronize(grouped_allreduce_async_(tensors, name, op, compression, prescale_factor,
-                                                postscale_factor, process_set))
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def grouped_allreduce_(tensors, *, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=PS, compression=None):
+    return synchronize(grouped_allreduce_async_(
+        tensors, average=average, name=name, op=op, compression=compression,
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+        process_set=process_set))
 
 
-def grouped_allreduce_async(tensors, name=None, op=Average, compression=None,
-                            prescale_factor=1.0, postscale_factor=1.0, process_set=PS):
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def grouped_allreduce_async(tensors, *, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=PS, compression=None):
     """Out-of-place: the inputs are left unchanged."""
     copies = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
-    return grouped_allreduce_async_(copies, name, op, compression, prescale_factor,
-                                    postscale_factor, process_set)
+    return grouped_allreduce_async_(
+        copies, average=average, name=name, op=op, compression=compression,
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+        process_set=process_set)
 
 
-def grouped_allreduce(tensors, name=None, op=Average, compression=None, prescale_factor=1.0,
-                      postscale_factor=1.0, process_set=PS):
+@_allreduce_signature(_ALLREDUCE_ORDER)
+def grouped_allreduce(tensors, *, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=PS):
     """Out-of-place allreduces of a list of tensors; differentiable like allreduce."""
     from .mpi_ops import allreduce
-    base = _name_or_generated(name, "grouped_allreduce", _id_of(process_set))
+    set_id = _id_of(process_set)
+    base = _name_or_generated(name, "grouped_allreduce", set_id)
+    with _RefusedOnEveryRank(base, set_id):
+        op = _op_of(op, average, base)
+    args = dict(op=op, compression=compression, prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor, process_set=process_set)
     if any(t.requires_grad for t in tensors) and torch.is_grad_enabled():
-        return [allreduce(t, f"{base}.{i}", op, compression, prescale_factor, postscale_factor,
-                          process_set) for i, t in enumerate(tensors)]
+        return [allreduce(t, name=f"{base}.{i}", **args) for i, t in enumerate(tensors)]
     return grouped_allreduce_(
-        [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], base, op,
-        compression, prescale_factor, postscale_factor, process_set)
+        [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], name=base,
+        **args)
 
 
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=PS):

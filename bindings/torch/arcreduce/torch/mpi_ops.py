@@ -6,6 +6,11 @@ op failed, and returns the tensor. The runtime holds a reference to the tensor u
 deleting it early cannot free memory the runtime still uses; do not read or write it meanwhile.
 Names must be identical on all ranks for the same tensor and unique among in-flight ops.
 """
+import functools
+import inspect
+import sys
+import warnings
+
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 
 from . import _C
@@ -23,6 +28,7 @@ Product = "product"
 _REDUCE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
 # Horovod's Adasum: named so that code using it gets a clear refusal, not an AttributeError.
 Adasum = "adasum"
+_OPS = (Average, Sum, Min, Max, Product, Adasum)
 
 
 class Compression:
@@ -245,22 +251,108 @@ def _check_factor(factor, which, name):
     return float(factor)
 
 
-def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=global_process_set):
+def _is_op(value):
+    return isinstance(value, str) and value in _OPS
+
+
+def _op_of(op, average, name):
+    """The reduction op from ``op`` and Horovod's ``average`` (deprecated there, still common in
+    code written for it): average=True is Average, False is Sum, neither given is Average; both
+    given is refused, as Horovod does."""
+    if average is None:
+        return Average if op is None else op
+    if op is not None:
+        raise ValueError(f"tensor '{name}': the op parameter supersedes average; pass only one "
+                         f"of them (op={op!r}, average={average!r})")
+    if not isinstance(average, (bool, int)):
+        raise TypeError(f"tensor '{name}': average must be True or False, not "
+                        f"{type(average).__name__}")
+    warnings.warn("Parameter `average` has been replaced with `op` (average=True is op=Average, "
+                  "False is op=Sum)", DeprecationWarning, stacklevel=_outside_package())
+    return Average if average else Sum
+
+
+def _outside_package():
+    """warnings.warn()'s stacklevel, from the function that calls this one, of the first caller
+    outside arcreduce.torch."""
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(__package__):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _positional(horovod, arcreduce, arcreduce_order):
+    """Decorator of a collective whose parameters after the first are keyword-only in its
+    definition: the positional arguments after the first are bound in Horovod's order
+    (``horovod``), or in arcreduce's own (``arcreduce``: the name second) where
+    ``arcreduce_order(args)`` recognises a call written for that one. help() and inspect show
+    Horovod's order."""
+    def wrap(function):
+        @functools.wraps(function)
+        def call(first, *args, **kwargs):
+            order = arcreduce if arcreduce_order(args) else horovod
+            if len(args) > len(order):
+                raise TypeError(f"{function.__name__}() takes at most {len(order) + 1} "
+                                f"positional arguments ({len(args) + 1} given)")
+            for key, value in zip(order, args):
+                if key in kwargs:
+                    raise TypeError(f"{function.__name__}() got multiple values for argument "
+                                    f"'{key}'")
+                kwargs[key] = value
+            return function(first, **kwargs)
+
+        signature = inspect.signature(function)
+        params = list(signature.parameters.values())
+        by_name = {p.name: p for p in params[1:]}
+        listed = [by_name[k].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  for k in horovod]
+        rest = [p for p in params[1:] if p.name not in horovod]
+        call.__signature__ = signature.replace(parameters=[params[0]] + listed + rest)
+        return call
+    return wrap
+
+
+def _name_second(args):
+    """True for a call in arcreduce's order (tensor, name, op, compression, ...): a string second
+    (Horovod's second argument, ``average``, is a bool or None), or None followed by a
+    reduction op (Horovod's third is the name)."""
+    return bool(args) and (isinstance(args[0], str)
+                           or (args[0] is None and len(args) > 1 and _is_op(args[1])))
+
+
+# Positional orders of the allreduces after their first argument: Horovod's (allreduce and
+# grouped_allreduce; the others, which take no compression in Horovod, take it last), and
+# arcreduce's own, kept for code written for it.
+_ALLREDUCE_ORDER = ("average", "name", "compression", "op", "prescale_factor",
+                    "postscale_factor", "process_set")
+_ALLREDUCE_ASYNC_ORDER = ("average", "name", "op", "prescale_factor", "postscale_factor",
+                          "process_set", "compression")
+_ARCREDUCE_ORDER = ("name", "op", "compression", "prescale_factor", "postscale_factor",
+                    "process_set")
+_allreduce_signature = functools.partial(_positional, arcreduce=_ARCREDUCE_ORDER,
+                                        arcreduce_order=_name_second)
+
+
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def allreduce_async_(tensor, *, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set, compression=None):
     """Starts an in-place reduction over ranks of ``tensor`` (contiguous, on the CPU); returns a
-    handle for synchronize(). ``op``: Average or Sum (floating-point tensors; compressed as
-    ``compression`` says), or Min, Max, Product; integer tensors take Sum, Min, Max and Product
-    (exact, wrapping like torch's integers), bool tensors Min, Max and Product. Every op other
-    than a floating-point Sum or Average is reduced densely and exactly.
+    handle for synchronize(). ``op``: Average (the default) or Sum (floating-point tensors;
+    compressed as ``compression`` says), or Min, Max, Product; integer tensors take Sum, Min,
+    Max and Product (exact, wrapping like torch's integers), bool tensors Min, Max and Product.
+    Every op other than a floating-point Sum or Average is reduced densely and exactly.
+    ``average``: Horovod's older form of ``op`` (True: Average, False: Sum), not with ``op``.
 
     ``name``: identical on every rank; None generates one (the same on every rank that submits
     its unnamed ops in the same order). ``prescale_factor`` multiplies the tensor before the
     reduction, ``postscale_factor`` the result (as Horovod's). ``process_set``: the ranks that
-    take part (add_process_set)."""
+    take part (add_process_set). Positional arguments follow Horovod's order; arcreduce's
+    ``(tensor, name, op, compression, ...)`` is recognised by the string name second."""
     set_id = _id_of(process_set)
     name = _name_or_generated(name, "allreduce", set_id)
     _check_not_in_flight(name, set_id)
     with _RefusedOnEveryRank(name, set_id):
+        op = _op_of(op, average, name)
         prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
                                                postscale_factor)
         c = Compression.of(compression)
@@ -272,29 +364,38 @@ def allreduce_async_(tensor, name=None, op=Average, compression=None, prescale_f
     return _submitted(handle, name, postscale, divide_by, set_id)
 
 
-def allreduce_async(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=global_process_set):
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def allreduce_async(tensor, *, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set, compression=None):
     """Out-of-place allreduce_async_: reduces a copy, ``tensor`` is left unchanged;
     synchronize() returns the new tensor."""
     copy = tensor.detach().clone(memory_format=torch.contiguous_format) if isinstance(
         tensor, torch.Tensor) else tensor
-    return allreduce_async_(copy, name, op, compression, prescale_factor, postscale_factor,
-                            process_set)
+    return allreduce_async_(copy, average=average, name=name, op=op, compression=compression,
+                            prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                            process_set=process_set)
 
 
-def allreduce_(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=global_process_set):
+@_allreduce_signature(_ALLREDUCE_ASYNC_ORDER)
+def allreduce_(tensor, *, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set, compression=None):
     """In-place reduction; returns ``tensor`` once every rank has contributed."""
-    return synchronize(allreduce_async_(tensor, name, op, compression, prescale_factor,
-                                        postscale_factor, process_set))
+    return synchronize(allreduce_async_(
+        tensor, average=average, name=name, op=op, compression=compression,
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+        process_set=process_set))
 
 
-def allreduce(tensor, name=None, op=Average, compression=None, prescale_factor=1.0,
-              postscale_factor=1.0, process_set=global_process_set):
+@_allreduce_signature(_ALLREDUCE_ORDER)
+def allreduce(tensor, *, average=None, name=None, compression=None, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Out-of-place reduction: returns a new tensor, ``tensor`` is left unchanged.
     Differentiable: the gradient is reduced the same way (average or sum) under ``name``.grad."""
     from .autograd import allreduce_with_grad
-    name = _name_or_generated(name, "allreduce", _id_of(process_set))
+    set_id = _id_of(process_set)
+    name = _name_or_generated(name, "allreduce", set_id)
+    with _RefusedOnEveryRank(name, set_id):
+        op = _op_of(op, average, name)
     return allreduce_with_grad(tensor, name, op, compression, prescale_factor, postscale_factor,
                                process_set)
 
@@ -345,8 +446,8 @@ def barrier(process_set=global_process_set):
     """Returns once every rank (of ``process_set``) has called barrier() (an op through the
     coordinator, like the others: ranks must call it in the same order relative to their unnamed
     ops)."""
-    allreduce_(torch.zeros(1), _name_or_generated(None, "barrier", _id_of(process_set)), Sum,
-               Compression.none, process_set=process_set)
+    allreduce_(torch.zeros(1), name=_name_or_generated(None, "barrier", _id_of(process_set)),
+               op=Sum, compression=Compression.none, process_set=process_set)
 
 
 def poll(handle):

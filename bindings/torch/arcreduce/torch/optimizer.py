@@ -5,13 +5,15 @@ soon as backward has produced it, so the reduction of early layers overlaps the 
 of the others; ``step()`` waits for all of them and then runs the wrapped optimizer's update.
 """
 import contextlib
+import math
 import os
 import warnings
 
 import torch
 
 from .collectives import sparse_allreduce_async
-from .mpi_ops import Average, Compression, allreduce_async, allreduce_async_, config, synchronize
+from .mpi_ops import (_REDUCE_OPS, Adasum, Average, Compression, _positional, allreduce_async,
+                      allreduce_async_, config, synchronize)
 from .process_sets import _id_of, global_process_set
 
 # Compressors that take ARCREDUCE_ERROR_FEEDBACK (the others ignore it or keep their own).
@@ -34,7 +36,7 @@ class _DistributedOptimizer:
     """Mixin placed before the wrapped optimizer's class in the MRO (see DistributedOptimizer)."""
 
     def _arc_setup(self, named_parameters, compression, op, backward_passes_per_step, prefix,
-                   process_set, sparse_as_dense):
+                   process_set, sparse_as_dense, gradient_predivide_factor):
         params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is None:
             names = {}
@@ -53,6 +55,10 @@ class _DistributedOptimizer:
         self._arc_pairing = None  # (Compression, carries momentum) of the step in flight
         self._arc_skip_sync = False
         self._arc_op = op
+        # Horovod's split of the average: 1/F before the sum, F/size after it.
+        self._arc_factors = {} if gradient_predivide_factor == 1.0 else dict(
+            prescale_factor=1.0 / gradient_predivide_factor,
+            postscale_factor=gradient_predivide_factor)
         _id_of(process_set)  # raises for a set that is not registered
         self._arc_process_set = process_set
         self._arc_sparse_as_dense = bool(sparse_as_dense)
@@ -60,6 +66,8 @@ class _DistributedOptimizer:
         self._arc_included = process_set.included()
         self._arc_passes = backward_passes_per_step
         self._arc_names = {p: prefix + names[p] for p in params}
+        # Horovod's (private) {parameter: name}: the names of named_parameters, without prefix.
+        self._parameter_names = {p: names[p] for p in params}
         self._arc_params = [p for p in params if p.requires_grad]
         self._arc_handles = {}
         self._arc_delay = {p: backward_passes_per_step for p in self._arc_params}
@@ -98,14 +106,17 @@ class _DistributedOptimizer:
             # or densely with sparse_as_dense; either way the reduced gradient replaces p.grad
             # in sparse form (sparse optimizers such as SparseAdam need one). A callable handle.
             if self._arc_sparse_as_dense:
-                dense = allreduce_async(p.grad.to_dense(), name, self._arc_op, compression,
-                                        process_set=ps)
+                dense = allreduce_async(p.grad.to_dense(), name=name, op=self._arc_op,
+                                        compression=compression, process_set=ps,
+                                        **self._arc_factors)
                 self._arc_handles[p] = lambda: synchronize(dense).to_sparse()
             else:
+                # The allgather's average is exact: no pre/post-scaling to split.
                 self._arc_handles[p] = sparse_allreduce_async(p.grad, name, self._arc_op, ps)
             return
-        self._arc_handles[p] = allreduce_async_(p.grad, name, self._arc_op, compression,
-                                                process_set=ps)
+        self._arc_handles[p] = allreduce_async_(p.grad, name=name, op=self._arc_op,
+                                                compression=compression, process_set=ps,
+                                                **self._arc_factors)
 
     def gradient_names(self):
         """{parameter: name}: the name each parameter's gradient is reduced under (``prefix``
@@ -289,27 +300,87 @@ def _names_of(named_parameters, params):
     return names
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=None, op=Average,
-                         backward_passes_per_step=1, prefix="grad.",
-                         process_set=global_process_set, sparse_as_dense=False):
+def _check_op(op, gradient_predivide_factor):
+    """Refusals at wrap time of what the gradients' reduction could not do (Horovod's rules for
+    gradient_predivide_factor)."""
+    if op == Adasum:
+        raise NotImplementedError("DistributedOptimizer: op=Adasum is not supported by arcreduce "
+                                  "(docs/pytorch.md, \"Limits\"); use op=Average or Sum")
+    if not isinstance(op, str) or op not in _REDUCE_OPS:
+        raise ValueError("DistributedOptimizer: op must be arcreduce.torch.Average, Sum, Min, Max "
+                         f"or Product, not {op!r}")
+    factor = gradient_predivide_factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError("DistributedOptimizer: gradient_predivide_factor must be a number, not "
+                        f"{type(factor).__name__}")
+    if not math.isfinite(factor) or factor <= 0:
+        raise ValueError("DistributedOptimizer: gradient_predivide_factor must be a positive "
+                         f"finite number, not {factor!r}")
+    if factor != 1.0 and op != Average:
+        raise ValueError("DistributedOptimizer: gradient_predivide_factor is only supported with "
+                         f"op=Average (it splits the average), not op={op!r}")
+    return float(factor)
+
+
+def _check_groups(num_groups, groups):
+    """Horovod's explicit grouping of the gradients' allreduces, accepted for its signature: the
+    runtime fuses the gradients by itself, so the grouping changes neither the result nor the
+    ops' names."""
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0:
+        raise ValueError(f"num_groups must be an int >= 0, not {num_groups!r}")
+    if groups is None or (isinstance(groups, int) and not isinstance(groups, bool)
+                          and groups > 0):
+        return
+    if not isinstance(groups, list) or not all(
+            isinstance(g, (list, tuple)) and all(isinstance(p, torch.Tensor) for p in g)
+            for g in groups):
+        raise ValueError("groups must be a positive int or a list of lists of torch.Tensor, "
+                         f"not {groups!r:.80}")
+
+
+# Positional orders after the optimizer: Horovod's, and arcreduce's own (op fourth, a string,
+# where Horovod has backward_passes_per_step).
+_OPTIMIZER_ORDER = ("named_parameters", "compression", "backward_passes_per_step", "op",
+                    "gradient_predivide_factor", "num_groups", "groups", "sparse_as_dense",
+                    "process_set")
+_OPTIMIZER_ARCREDUCE_ORDER = ("named_parameters", "compression", "op",
+                              "backward_passes_per_step", "prefix", "process_set",
+                              "sparse_as_dense")
+
+
+@_positional(_OPTIMIZER_ORDER, _OPTIMIZER_ARCREDUCE_ORDER,
+             lambda args: len(args) > 2 and isinstance(args[2], str))
+def DistributedOptimizer(optimizer, *, named_parameters=None, compression=None,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set, prefix="grad."):
     """Returns a distributed version of ``optimizer``: an instance of a subclass of its class
     sharing its parameter groups, hyperparameters and state (keep using the returned object).
 
     ``named_parameters``: ``model.named_parameters()``, names that are stable across ranks
     (otherwise positions in the parameter groups are used). ``compression``: None (the
-    ARCREDUCE_* configuration), a compressor name or a ``Compression``. ``op``: Average or Sum.
-    ``backward_passes_per_step``: backward passes whose gradients accumulate before one
-    reduction. ``process_set``: the ranks whose gradients are averaged together; the ranks
-    outside it update from their own gradients (as Horovod). ``sparse_as_dense``: reduce sparse
-    gradients densely (one allreduce of the whole tensor) instead of allgathering their rows.
+    ARCREDUCE_* configuration), a compressor name or a ``Compression``. ``op``: Average or Sum
+    (or Min, Max, Product; Adasum is refused here). ``gradient_predivide_factor`` (Average only):
+    the gradients are divided by it before the sum and the sum multiplied by it divided by the
+    number of ranks after, as Horovod's; 1.0 does nothing. ``backward_passes_per_step``: backward
+    passes whose gradients accumulate before one reduction. ``num_groups``, ``groups``: accepted
+    for Horovod's signature; the runtime fuses the gradients by itself. ``process_set``: the
+    ranks whose gradients are averaged together; the ranks outside it update from their own
+    gradients (as Horovod). ``sparse_as_dense``: reduce sparse gradients densely (one allreduce
+    of the whole tensor) instead of allgathering their rows. ``prefix``: put before each
+    parameter's name to name its gradient's reduction. Positional arguments follow Horovod's
+    order; arcreduce's ``(optimizer, named_parameters, compression, op, ...)`` is recognised by
+    the op fourth.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
     if isinstance(optimizer, _DistributedOptimizer):
         raise ValueError("optimizer is already a DistributedOptimizer")
+    factor = _check_op(op, gradient_predivide_factor)
+    _check_groups(num_groups, groups)
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
     distributed = cls.__new__(cls)
     distributed.__dict__.update(optimizer.__dict__)
     distributed._arc_setup(named_parameters, compression, op, backward_passes_per_step, prefix,
-                           process_set, sparse_as_dense)
+                           process_set, sparse_as_dense, factor)
     return distributed
