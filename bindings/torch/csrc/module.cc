@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "arcreduce/arcreduce.h"
+#include "ddp_hook.h"
 #include "handle_table.h"
 #include "tensor_view.h"
 
@@ -230,4 +231,5 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(), py::arg("path"));
   m.def("stats", &stats_dict, py::arg("process_set") = 0);
   m.def("config", &config_dict);
+  add_ddp_hook(m);
 }

@@ -1,7 +1,6 @@
 """Fixtures of the arcreduce.torch tests. Every rank of an mpirun job runs the same pytest
 session; tests run in the same order everywhere and submit the same names on every rank."""
 import datetime
-import socket
 
 import pytest
 import torch
@@ -18,19 +17,12 @@ def runtime():
 
 @pytest.fixture(scope="session")
 def gloo(runtime):
-    """torch.distributed with the gloo backend over the same ranks; rank 0 picks a free port
-    and broadcasts it through arcreduce."""
+    """torch.distributed with the gloo backend over the same ranks, made by
+    arc.init_process_group(): rank 0's address and a free port of its, agreed through
+    arcreduce (the ranks of one host meet on 127.0.0.1)."""
     import torch.distributed as dist
 
-    port = torch.zeros(1, dtype=torch.int64)
-    if arc.rank() == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port[0] = s.getsockname()[1]
-    arc.broadcast_(port, 0, "test.gloo_port")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{int(port[0])}",
-                            rank=arc.rank(), world_size=arc.size(),
-                            timeout=datetime.timedelta(seconds=60))
+    arc.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     yield dist
     dist.destroy_process_group()
 

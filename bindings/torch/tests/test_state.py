@@ -49,3 +49,44 @@ def test_resume_with_load_state_continues_exactly(runtime):
             arc.load_state(os.path.join(directory, "missing"))
     finally:
         shutil.rmtree(directory)
+
+
+def test_ddp_hook_resumes_with_load_state(runtime, gloo):
+    """A DDP job with the arcreduce hook (ARC-Top-K with efm, the SGD momentum in the runtime)
+    checkpoints the model, the optimizer and the runtime's state (residuals and velocity), and a
+    new DDP model, optimizer and hook resumed from them continue as the run that went on. The
+    runtime is started afresh first: the previous test's load_state admits only its file's
+    tensors."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    arc.shutdown()
+    arc.init()
+    compression = arc.Compression("arctopk", ratio=0.05)
+
+    def job(model_state=None, optimizer_state=None):
+        model = DDP(make_model(seed=8))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        state = arc.register_ddp_hook(model, optimizer, compression, prefix="ddp.resume.")
+        assert state.momentum_in_runtime()
+        if model_state is not None:
+            model.module.load_state_dict(model_state)
+            optimizer.load_state_dict(optimizer_state)
+        return model, optimizer
+
+    directory = tempfile.mkdtemp(prefix="arcreduce-torch-test-")
+    try:
+        model, optimizer = job()
+        train(model, optimizer, 3, 0)
+        path = os.path.join(directory, f"ddp.rank{arc.rank()}")
+        arc.save_state(path)
+        saved = copy.deepcopy((model.module.state_dict(), optimizer.state_dict()))
+        train(model, optimizer, 3, 3)
+        straight = [p.detach().clone() for p in model.parameters()]
+
+        model, optimizer = job(*saved)
+        arc.load_state(path)
+        train(model, optimizer, 3, 3)
+        for a, b in zip(straight, model.parameters()):
+            torch.testing.assert_close(b.detach(), a, rtol=1e-5, atol=1e-6)
+    finally:
+        shutil.rmtree(directory)

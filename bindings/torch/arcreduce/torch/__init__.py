@@ -8,6 +8,9 @@ Typical use, one process per rank (``arcrun -np 4 python3 train.py``)::
     optimizer = arc.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     arc.broadcast_optimizer_state(optimizer, root_rank=0)
 
+or, for a DistributedDataParallel model, ``arc.init_process_group()`` and
+``arc.register_ddp_hook(ddp_model, optimizer)`` (docs/ddp-hook.md).
+
 See docs/pytorch.md for the semantics and limits.
 """
 from .mpi_ops import (
@@ -59,7 +62,9 @@ from .collectives import (
     reducescatter_async,
     sparse_allreduce_async,
 )
+from .ddp import DDPHookState, ddp_comm_hook, register_ddp_hook
 from .functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from .launch import init_process_group, torch_distributed_env
 from .optimizer import DistributedOptimizer
 from .process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
@@ -73,6 +78,8 @@ __all__ = [
     "shutdown", "size", "stats", "synchronize", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "DistributedOptimizer", "ProcessSet", "add_process_set",
     "global_process_set", "remove_process_set", "sparse_allreduce_async",
+    "DDPHookState", "ddp_comm_hook", "register_ddp_hook", "init_process_group",
+    "torch_distributed_env",
 ]
 
 
