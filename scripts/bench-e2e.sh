@@ -18,8 +18,9 @@
 #     bash scripts/bench-e2e.sh
 #
 # Environment: HOSTS ("1 2 4"), RATES ("100mbit 1gbit"), WORKLOADS ("cpp-mlp torch-mlp"),
-# VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"; also paper, topk, and for the C++
-# example randk, oktopk and powersgd, as bench-tta.sh's), STEPS (40 timed
+# VARIANTS ("floor dense arctopk torch-floor ddp ddp-powersgd"; also paper, topk, for the C++
+# example randk, oktopk and powersgd, as bench-tta.sh's, and for torch-mlp ddp-hook and
+# ddp-hook-dense: DDP with arcreduce's communication hook, ARC-Top-K and none), STEPS (40 timed
 # steps at most), CPUS (each simulated host's CPU budget in cores; "auto", the default, gives the
 # hosts 0.9 of the machine's cores between them, e.g. 0.22 each for 8 hosts on 2 cores; 0: no
 # budget, the hosts share the cores), CPU_PERIOD (the budget's CFS period in us; empty:
@@ -98,7 +99,7 @@ run_one() {  # workload variant -- launch words...
   # The runtime decides whether to hold compressed tensors to one cycle by timing steps 4-27
   # (ARCREDUCE_BATCH_COMPRESSED=auto): ARC-Top-K rows are timed after that trial.
   local warm=$warmup
-  if [[ $variant == arctopk || $variant == paper || $variant == topk ]] &&
+  if [[ $variant == arctopk || $variant == paper || $variant == topk || $variant == ddp-hook ]] &&
      ((warm < arc_warmup)); then warm=$arc_warmup; fi
   local bench_flags=(--steps "$steps" --warmup "$warm" --budget "$budget")
   case "$workload:$variant" in

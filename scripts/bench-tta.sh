@@ -27,7 +27,8 @@
 # (ARCREDUCE_PRESET=paper: the ARC-Top-K paper's settings, its dense warm-up included; not in the
 # default set), paper-warmup-N (the same with N dense warm-up steps), topk
 # (ef14), randk (ef14), oktopk, powersgd (rank 1), and for the CNN and the transformer ddp and
-# ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1). Workloads: mlp, cnn,
+# ddp-powersgd (PyTorch DDP over gloo, and with its PowerSGD hook at rank 1), ddp-hook (DDP with
+# arcreduce's communication hook at the runtime's defaults; not in the default set). Workloads: mlp, cnn,
 # lm (the transformer; not in the default: its runs take hours on 2 cores). Settings: local
 # (RANKS ranks on this machine) and NxRATE (a simulated cluster of N hosts at RATE, one rank per
 # host, e.g. 4x1gbit; needs root and network namespaces, skipped with a message elsewhere).
@@ -103,7 +104,7 @@ variant_flags() {  # workload variant -> the flags of its program
     arctopk-*) echo "$option" arctopk --compress-ratio "${2#arctopk-}" ;;
     topk | randk) echo "$option" "$2" --error-feedback ef14 ;;
     oktopk | powersgd) echo "$option" "$2" ;;
-    ddp | ddp-powersgd) [[ "$1" != mlp ]] && echo --variant "$2" ;;
+    ddp | ddp-powersgd | ddp-hook) [[ "$1" != mlp ]] && echo --variant "$2" ;;
     *) return 1 ;;
   esac
 }

@@ -53,7 +53,7 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 240 LABELS "torch;mpi;example" 
 
 # Example 05: a tiny transformer trains a few steps on 2 ranks with every exchange, and rank 0
 # prints its curve (the corpus comes from Debian's fortunes package, see install-deps.sh).
-foreach(_variant dense arctopk topk randk oktopk powersgd ddp ddp-powersgd floor)
+foreach(_variant dense arctopk topk randk oktopk powersgd ddp ddp-powersgd ddp-hook floor)
   set(_name example_05_char_transformer_${_variant}_np2)
   add_test(NAME ${_name}
     COMMAND ${PROJECT_BINARY_DIR}/launcher/arcrun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531
@@ -96,7 +96,7 @@ endforeach()
 
 # Example 04's time-to-accuracy mode: a few steps with the runtime's and DDP's exchanges end with
 # the JSON line bench/tta/make_report.py reads; a target already met stops before the first step.
-foreach(_case "arctopk|0|4" "randk|0|4" "ddp-powersgd|0|4" "dense|1|0")
+foreach(_case "arctopk|0|4" "randk|0|4" "ddp-powersgd|0|4" "ddp-hook|0|4" "dense|1|0")
   string(REPLACE "|" ";" _fields "${_case}")
   list(GET _fields 0 _variant)
   list(GET _fields 1 _target)

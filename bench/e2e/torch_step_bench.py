@@ -9,6 +9,8 @@ A step is zero_grad, forward, cross-entropy, backward, the gradient exchange and
   arctopk       arcreduce.torch DistributedOptimizer, ARC-Top-K at --ratio (the rest: ARCREDUCE_*)
   ddp           DistributedDataParallel over gloo, buckets of --bucket-cap-mb (PyTorch's 25)
   ddp-powersgd  DDP with PyTorch's PowerSGD hook (rank --powersgd-rank, error feedback, warm start)
+  ddp-hook      DDP (buckets of --bucket-cap-mb) with arcreduce's communication hook,
+                ARC-Top-K at --ratio (the rest: ARCREDUCE_*); ddp-hook-dense: compressor none
 
 Models: fmnist-mlp is examples/03_fashion_mnist's MLP (784-1024-1024-10, batch 64, lr 0.02,
 momentum 0.9), so DDP can be set beside the C++ example; mlp4m is 784-2048-1024-512-10
@@ -50,7 +52,7 @@ from ddp_bench import powersgd_payload, rank_and_size  # noqa: E402
 import rendezvous  # noqa: E402  (examples/04's gloo rendezvous)
 
 MODELS = {"fmnist-mlp": [784, 1024, 1024, 10], "mlp4m": [784, 2048, 1024, 512, 10]}
-VARIANTS = ("floor", "dense", "arctopk", "ddp", "ddp-powersgd")
+VARIANTS = ("floor", "dense", "arctopk", "ddp", "ddp-powersgd", "ddp-hook", "ddp-hook-dense")
 
 
 def mlp(widths):
@@ -93,6 +95,34 @@ class Arcreduce:
                                       "coordinator_cpu_seconds", "held_steps")}
 
     def close(self):
+        self.arc.shutdown()
+
+
+class ArcreduceDdp(Arcreduce):
+    """DDP whose gradient exchange is arcreduce's communication hook (arc.register_ddp_hook):
+    the SGD's momentum paired with the runtime's error feedback as DistributedOptimizer pairs
+    it; DDP's gloo group meets as the Gloo variants' does."""
+
+    def __init__(self, args, model, sgd):
+        import arcreduce.torch as arc
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        self.arc, self.dist = arc, dist
+        arc.init()
+        self.rank, self.size = arc.rank(), arc.size()
+        rendezvous.init_gloo(dist, self.rank, self.size, rendezvous.init_method(
+            address=args.master_addr, port=args.master_port))
+        self.model = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
+        self.optimizer = sgd
+        compression = (arc.Compression("none") if args.variant == "ddp-hook-dense"
+                       else arc.Compression("arctopk", ratio=args.ratio))
+        self.hook = arc.register_ddp_hook(self.model, sgd, compression)
+
+    def close(self):
+        self.dist.barrier()
+        del self.model, self.optimizer
+        gc.collect()
+        self.dist.destroy_process_group()
         self.arc.shutdown()
 
 
@@ -298,7 +328,8 @@ def main():
     widths = MODELS[args.model]
     model = mlp(widths)
     sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    exchange = (Arcreduce if args.variant in ("dense", "arctopk") else Gloo)(args, model, sgd)
+    exchange = (Arcreduce if args.variant in ("dense", "arctopk") else
+                ArcreduceDdp if args.variant.startswith("ddp-hook") else Gloo)(args, model, sgd)
     rank, size = exchange.rank, exchange.size
     if len(images) < size * args.batch_size:
         print("torch_step_bench: fewer examples than one global batch", file=sys.stderr)
@@ -340,8 +371,9 @@ def main():
                   "model": "mlp " + "-".join(map(str, widths)), "parameters": parameters,
                   "gradient_bytes": 4 * parameters, "batch_per_rank": args.batch_size,
                   "ranks": size,
-                  "compressor": {"dense": "none", "arctopk": "arctopk"}.get(args.variant),
-                  "ratio": args.ratio if args.variant == "arctopk" else 0,
+                  "compressor": {"dense": "none", "arctopk": "arctopk", "ddp-hook": "arctopk",
+                                 "ddp-hook-dense": "none"}.get(args.variant),
+                  "ratio": args.ratio if args.variant in ("arctopk", "ddp-hook") else 0,
                   "powersgd_rank": args.powersgd_rank if args.variant == "ddp-powersgd" else None,
                   "bucket_cap_mb": args.bucket_cap_mb if args.variant.startswith("ddp") else None,
                   "warmup": args.warmup, "steps": steps, "timing": "per step, the longest rank",

@@ -6,6 +6,8 @@
                 the same with another of the runtime's compressors
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD communication hook
+  ddp-hook      DDP with arcreduce's communication hook (arc.register_ddp_hook): the runtime's
+                compressor (--compress-ratio, --error-feedback) on DDP's buckets
   floor         no exchange: each rank steps its own model (the compute floor of the others'
                 step time; its accuracy is rank 0's own model on its share of the test set)
 
@@ -33,7 +35,7 @@ import rendezvous
 import tta
 
 VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
-            "floor")
+            "ddp-hook", "floor")
 
 
 class SmallCNN(nn.Module):
@@ -132,16 +134,20 @@ class ArcreduceExchange:
         arc.broadcast_optimizer_state(self.optimizer, root_rank=0)
         self.model = model
 
+    def gradient_compression(self):
+        """The Compression of the gradients once paired with the optimizer."""
+        return self.optimizer.gradient_compression()
+
     def error_feedback_used(self):
         """The error feedback the gradients get once paired with the optimizer."""
-        compression = self.optimizer.gradient_compression()
+        compression = self.gradient_compression()
         if compression.compressor == "none":
             return "none"
         return compression.error_feedback or self.arc.config()["error_feedback"]
 
     def ratio_used(self):
         """The ratio the gradients get once paired with the optimizer (None: not compressed)."""
-        compression = self.optimizer.gradient_compression()
+        compression = self.gradient_compression()
         settings = self.arc.config()
         if (compression.compressor or settings["compressor"]) in ("none", "fp16", "powersgd"):
             return None
@@ -216,6 +222,38 @@ class DdpExchange:
         self.dist.destroy_process_group()
 
 
+class DdpHookExchange(ArcreduceExchange):
+    """DistributedDataParallel whose gradient exchange is arcreduce's communication hook
+    (arc.register_ddp_hook): DDP's buckets go to the runtime, each parameter's gradient with its
+    own shape, compressed as the job configures it (--compress-ratio, --error-feedback); the
+    hook pairs the error feedback with the optimizer as DistributedOptimizer does. The gloo
+    group DDP needs comes from the MPI launch (arc.init_process_group)."""
+
+    def __init__(self, args, model, make_optimizer=sgd):
+        import arcreduce.torch as arc
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        self.arc, self.dist = arc, dist
+        if make_optimizer is sgd:
+            args = pair_ef21m_with_sgd(args, arc.config())
+        arc.init_process_group("gloo", timeout=rendezvous.GLOO_TIMEOUT)  # also arc.init()
+        self.rank, self.size = arc.rank(), arc.size()
+        self.model = DistributedDataParallel(model)  # broadcasts rank 0's parameters
+        self.optimizer = make_optimizer(args, self.model.parameters())
+        compression = arc.Compression(ratio=args.compress_ratio, error_feedback=args.error_feedback)
+        self.hook = arc.register_ddp_hook(self.model, self.optimizer, compression=compression)
+
+    def gradient_compression(self):
+        return self.hook.gradient_compression()
+
+    def close(self):
+        self.dist.barrier()
+        del self.model, self.optimizer
+        gc.collect()
+        self.dist.destroy_process_group()
+        self.arc.shutdown()
+
+
 class NoExchange:
     """The compute floor: no gradient leaves the rank, no runtime is started; metrics stay local
     (``sum_`` scales a rank's own value as if every rank had it)."""
@@ -271,6 +309,7 @@ def main():
     torch.manual_seed(args.seed)
     model = SmallCNN()
     exchange = (NoExchange if args.variant == "floor" else
+                DdpHookExchange if args.variant == "ddp-hook" else
                 DdpExchange if args.variant.startswith("ddp") else ArcreduceExchange)(args, model)
     rank, size = exchange.rank, exchange.size
     net, optimizer = exchange.model, exchange.optimizer

@@ -1,5 +1,5 @@
 """Data-parallel training of a small decoder-only transformer, a character-level language model
-of Debian's `fortunes` corpus (corpus.py), with one of seven gradient exchanges:
+of Debian's `fortunes` corpus (corpus.py), with one of these gradient exchanges:
 
   dense         arcreduce.torch DistributedOptimizer, no compression
   arctopk       arcreduce.torch DistributedOptimizer, the runtime's compression (ARC-Top-K and
@@ -9,6 +9,7 @@ of Debian's `fortunes` corpus (corpus.py), with one of seven gradient exchanges:
   powersgd
   ddp           torch.nn.parallel.DistributedDataParallel over gloo
   ddp-powersgd  DDP over gloo with PyTorch's PowerSGD hook (rank --powersgd-rank)
+  ddp-hook      DDP with arcreduce's communication hook: the runtime's compression, as arctopk
   floor         no communication at all: each rank trains its own copy (the compute floor)
 
 One process per rank: arcrun -np 4 -- python3 train.py --variant arctopk. Rank 0 prints a line
@@ -39,11 +40,11 @@ import corpus
 sys.dont_write_bytecode = True  # examples/04's module below: leave its folder clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "04_pytorch_fashion_mnist"))
-from train import ArcreduceExchange, DdpExchange, NoExchange  # noqa: E402  (examples/04's)
+from train import ArcreduceExchange, DdpExchange, DdpHookExchange, NoExchange  # noqa: E402
 from tta import bytes_per_step, ddp_bytes_per_step  # noqa: E402
 
 VARIANTS = ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd", "ddp", "ddp-powersgd",
-            "floor")
+            "ddp-hook", "floor")
 
 
 class Block(nn.Module):
@@ -175,6 +176,8 @@ def main():
     elif args.variant in ("dense", "arctopk", "topk", "randk", "oktopk", "powersgd"):
         # An unset --compress-ratio / --error-feedback leaves them to the runtime's configuration.
         exchange = ArcreduceExchange(args, model, make_optimizer=adamw)
+    elif args.variant == "ddp-hook":
+        exchange = DdpHookExchange(args, model, make_optimizer=adamw)
     else:
         exchange = DdpExchange(args, model, make_optimizer=adamw)
     rank, size = exchange.rank, exchange.size

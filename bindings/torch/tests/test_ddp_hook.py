@@ -1,8 +1,8 @@
 """arcreduce as DistributedDataParallel's communication hook (register_ddp_hook): with compressor
 none it trains as DDP without a hook; every compressor trains through it, on each parameter's
 own shape; DDP's features (no_sync, find_unused_parameters, static_graph,
-gradient_as_bucket_view, bucket_cap_mb and the bucket rebuild, several dtypes); the pairing with
-the optimizer's momentum; the Future completed by the runtime; the refusals."""
+gradient_as_bucket_view, bucket_cap_mb and the bucket rebuild, several dtypes, join()); the
+pairing with the optimizer's momentum; the Future completed by the runtime; the refusals."""
 import contextlib
 
 import pytest
@@ -87,6 +87,22 @@ def test_no_sync_accumulation_equals_ddp(runtime, gloo, monkeypatch):
     # One reduction of each of the 6 parameters per step, none in the no_sync() passes.
     assert len(submitted) == 3 * 6 and len(set(submitted)) == 6
     assert_same_training(hooked, plain, hooked_losses, plain_losses, "no_sync")
+
+
+def test_join_with_uneven_inputs_equals_ddp(runtime, gloo):
+    """DDP's join(): rank r runs 2 + r steps; the ranks that ran out shadow the others'
+    reductions through the hook with zero buckets under the same names."""
+    def run(hooked):
+        model = DDP(make_model(seed=12))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        if hooked:
+            arc.register_ddp_hook(model, optimizer, compression="none", prefix="ddp.join.")
+        with model.join():
+            losses = train(model, optimizer, 2 + arc.rank())
+        return model, losses
+    plain, plain_losses = run(False)
+    hooked, hooked_losses = run(True)
+    assert_same_training(hooked, plain, hooked_losses, plain_losses, "join")
 
 
 def test_bucket_rebuild_keeps_names_and_shapes(runtime, gloo):

@@ -51,6 +51,34 @@ def test_resume_with_load_state_continues_exactly(runtime):
         shutil.rmtree(directory)
 
 
+def test_ddp_hook_trains_as_distributed_optimizer(runtime, gloo):
+    """DDP with the hook and DistributedOptimizer at the same settings (ARC-Top-K at 0.05 with
+    efm carrying the SGD momentum) under the same names, each from a fresh runtime (the
+    compressor's draws follow the name and the step): the same training, up to the rounding
+    of sums fused differently."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    compression = arc.Compression("arctopk", ratio=0.05)
+    arc.shutdown()
+    arc.init()
+    reference = make_model(seed=9)
+    optimizer = arc.DistributedOptimizer(
+        torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9),
+        named_parameters=reference.named_parameters(), compression=compression, prefix="same.")
+    train(reference, optimizer, 5, 0)
+    assert optimizer.momentum_in_runtime()
+    arc.shutdown()
+    arc.init()
+    model = DDP(make_model(seed=9))
+    sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    state = arc.register_ddp_hook(model, sgd, compression, prefix="same.")
+    train(model, sgd, 5, 0)
+    assert state.momentum_in_runtime()
+    for (name, p), q in zip(model.module.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
 def test_ddp_hook_resumes_with_load_state(runtime, gloo):
     """A DDP job with the arcreduce hook (ARC-Top-K with efm, the SGD momentum in the runtime)
     checkpoints the model, the optimizer and the runtime's state (residuals and velocity), and a

@@ -25,7 +25,7 @@ class DDPHookState:
     ``momentum_in_runtime()``)."""
 
     def __init__(self, ddp_model, optimizer=None, compression=None, op=Average,
-                 process_set=global_process_set, prefix="ddp."):
+                 process_set=global_process_set, prefix="grad."):
         from torch.nn.parallel import DistributedDataParallel
         if not isinstance(ddp_model, DistributedDataParallel):
             raise TypeError("register_ddp_hook takes a torch.nn.parallel.DistributedDataParallel "
@@ -140,7 +140,7 @@ def ddp_comm_hook(state, bucket):
 
 
 def register_ddp_hook(ddp_model, optimizer=None, compression=None, op=Average,
-                      process_set=global_process_set, prefix="ddp."):
+                      process_set=global_process_set, prefix="grad."):
     """Makes arcreduce the gradient exchange of ``ddp_model`` (a DistributedDataParallel);
     returns the hook's DDPHookState.
 
