@@ -190,8 +190,11 @@ COMPRESSORS = ["fp16", "topk", "randk", "arctopk", "oktopk", "powersgd"]
 def test_every_compressor_trains_through_the_hook(runtime, gloo, compressor):
     model = DDP(make_model(seed=8))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    state = arc.register_ddp_hook(model, optimizer, compression=arc.Compression(compressor),
-                                  prefix=f"ddp.{compressor}.")
+    # A ratio of its own: not the job's compression, so ARCREDUCE_AUTO_COMPRESS's choice (made
+    # once per runtime, for the tensors of the job's compression) is left to the tests after.
+    ratio = 0.05 if compressor in ("topk", "randk", "arctopk") else None
+    state = arc.register_ddp_hook(model, optimizer, prefix=f"ddp.{compressor}.",
+                                  compression=arc.Compression(compressor, ratio=ratio))
     before = arc.stats()["compressors"].get(compressor, {}).get("tensors", 0)
     first = model.module[2].weight.detach().clone()
     losses = train(model, optimizer, 4)
@@ -303,6 +306,16 @@ def test_future_completed_by_the_runtime(runtime):
     with pytest.raises(ValueError, match="outside its DDP bucket"):
         arc._C.bucket_allreduce_async(torch.zeros(4), ["ddp.future.out"], [2], [[4]], 1, "none",
                                       None, None, None, 0)
+
+
+def test_runtime_error_raises_from_backward(runtime, gloo):
+    """An op the runtime fails (here an unknown compressor, refused on every rank) fails the
+    bucket's Future, and DDP raises it from backward() with the runtime's message."""
+    model = DDP(make_model(seed=13))
+    arc.register_ddp_hook(model, compression="no-such-compressor", prefix="ddp.failing.")
+    x, y = rank_batch(arc.rank(), 0)
+    with pytest.raises(RuntimeError, match="no-such-compressor"):
+        F.cross_entropy(model(x), y).backward()
 
 
 def test_torch_distributed_env_agrees_on_every_rank(runtime, gloo):

@@ -51,6 +51,10 @@ class DDPHookState:
                              f"process set {_size_of(set_id)}: give DDP the group of the same "
                              "ranks (arcreduce.torch.init_process_group() makes one of every "
                              "rank)")
+        for name, p in ddp_model.module.named_parameters():
+            if p.device.type != "cpu":
+                raise ValueError(f"parameter '{name}' is on device {p.device}; this build of "
+                                 "arcreduce.torch reduces CPU tensors only")
         for module in ddp_model.module.modules():
             if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse:
                 raise TypeError(f"{type(module).__name__}(sparse=True): the arcreduce DDP hook "
