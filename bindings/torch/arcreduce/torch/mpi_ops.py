@@ -32,7 +32,10 @@ _OPS = (Average, Sum, Min, Max, Product, Adasum)
 
 
 class Compression:
-    """Per-tensor compression; unset fields fall back to the ARCREDUCE_* configuration.
+    """Per-tensor compression; unset fields fall back to the ARCREDUCE_* configuration, so
+    ``Compression()`` is the job's compression. The collectives' ``compression=None`` is exact
+    (``Compression.none``), as in Horovod; DistributedOptimizer's and the DDP hook's None is the
+    job's compression.
 
     ``compressor``: none, fp16, topk, randk, arctopk, oktopk, powersgd (docs/compressors.md);
     ``ratio``: fraction of entries kept, in (0, 1]; ``error_feedback``: none, ef14, ef21, ef21m,
@@ -341,6 +344,8 @@ def allreduce_async_(tensor, *, average=None, name=None, op=None, prescale_facto
     compressed as ``compression`` says), or Min, Max, Product; integer tensors take Sum, Min,
     Max and Product (exact, wrapping like torch's integers), bool tensors Min, Max and Product.
     Every op other than a floating-point Sum or Average is reduced densely and exactly.
+    ``compression``: None (exact, Horovod's default), a compressor name, or a Compression
+    (``Compression()``: the job's ARCREDUCE_* compression).
     ``average``: Horovod's older form of ``op`` (True: Average, False: Sum), not with ``op``.
 
     ``name``: identical on every rank; None generates one (the same on every rank that submits
@@ -355,7 +360,10 @@ def allreduce_async_(tensor, *, average=None, name=None, op=None, prescale_facto
         op = _op_of(op, average, name)
         prescale, postscale = _check_reduction(tensor, name, op, prescale_factor,
                                                postscale_factor)
-        c = Compression.of(compression)
+        # None: exact, as Horovod's default. A tensor reduced on its own (a loss, a metric, a
+        # buffer) must not go through the gradients' compressor or its error feedback (efm would
+        # add the previous calls' momentum to it).
+        c = Compression.none if compression is None else Compression.of(compression)
         op, divide_by = _integer_average(tensor, op, set_id)
         if prescale != 1.0:
             _scale_(tensor, prescale)
