@@ -105,6 +105,33 @@ def test_join_with_uneven_inputs_equals_ddp(runtime, gloo):
     assert_same_training(hooked, plain, hooked_losses, plain_losses, "join")
 
 
+def test_process_set_for_ddp_on_a_subgroup(runtime, gloo):
+    """DDP over a group of ranks 0 and 1, the hook on the process set of the same ranks, trains
+    as DDP without a hook over that group; the global set against that group is refused."""
+    if arc.size() < 3:
+        pytest.skip("a process set is a strict subset of the job's ranks")
+    ps = arc.add_process_set([0, 1])
+    group = gloo.new_group([0, 1])
+    try:
+        if arc.rank() < 2:
+            plain = DDP(make_model(seed=14), process_group=group)
+            hooked = DDP(make_model(seed=14), process_group=group)
+            with pytest.raises(ValueError, match="has 2 ranks but the arcreduce process set"):
+                arc.register_ddp_hook(hooked, compression="none", prefix="ddp.subgroup.")
+            plain_opt = torch.optim.SGD(plain.parameters(), lr=0.05, momentum=0.9)
+            hooked_opt = torch.optim.SGD(hooked.parameters(), lr=0.05, momentum=0.9)
+            arc.register_ddp_hook(hooked, hooked_opt, compression="none", process_set=ps,
+                                  prefix="ddp.subgroup.")
+            plain_losses = train(plain, plain_opt, 3)
+            hooked_losses = train(hooked, hooked_opt, 3)
+            torch.testing.assert_close(torch.tensor(hooked_losses), torch.tensor(plain_losses),
+                                       rtol=1e-5, atol=1e-6)
+            for p, q in zip(hooked.parameters(), plain.parameters()):
+                torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    finally:
+        arc.remove_process_set(ps)
+
+
 def test_bucket_rebuild_keeps_names_and_shapes(runtime, gloo):
     model = DDP(make_model(seed=5), bucket_cap_mb=0.01)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
