@@ -76,6 +76,7 @@ class DDPHookState:
                        if p.requires_grad}
         self._by_pointer = {p.data_ptr(): n for p, n in self._names.items()}
         self._shapes = {}  # name -> shape as last submitted
+        self._layouts = {}  # bucket index -> (key, names, offsets, shapes); see _layout()
         # (Compression, carries momentum) of the step in flight; made again at each backward's
         # first bucket. Refusals are raised here, at registration, too.
         self._pairing = self._pair()
@@ -122,19 +123,31 @@ class DDPHookState:
             # pairing with the optimizer's hyperparameters of now, after any
             # load_state_dict() or broadcast of the optimizer's state.
             self._pairing = self._pair()
-        compression = self._pairing[0]
-        names, offsets, shapes = [], [], []
-        base = buffer.storage_offset()
-        for p, g in zip(bucket.parameters(), bucket.gradients()):
-            name = self._name_of(p)
-            names.append(name)
-            offsets.append(g.storage_offset() - base)
-            shapes.append(list(g.shape))
-            self._shapes[name] = tuple(g.shape)
-        c = compression
+        names, offsets, shapes = self._layout(bucket, buffer)
+        c = self._pairing[0]
         return _C.bucket_allreduce_async(buffer, names, offsets, shapes, _REDUCE_OPS[self._op],
                                          c.compressor, c.ratio, c.error_feedback, c.granularity,
                                          self._set_id)
+
+    def _layout(self, bucket, buffer):
+        """The bucket's (names, offsets in elements, shapes), from its gradients' views; kept per
+        bucket index while the bucket holds the same parameters in the same buffer (DDP's
+        rebuild makes new buffers)."""
+        params = bucket.parameters()
+        key = (buffer.data_ptr(), buffer.numel(), tuple(id(p) for p in params))
+        cached = self._layouts.get(bucket.index())
+        if cached is None or cached[0] != key:
+            base = buffer.storage_offset()
+            names, offsets, shapes = [], [], []
+            for p, g in zip(params, bucket.gradients()):
+                names.append(self._name_of(p))
+                offsets.append(g.storage_offset() - base)
+                shapes.append(list(g.shape))
+            cached = (key, names, offsets, shapes)
+            self._layouts[bucket.index()] = cached
+        _, names, offsets, shapes = cached
+        self._shapes.update(zip(names, map(tuple, shapes)))
+        return names, offsets, shapes
 
 
 def ddp_comm_hook(state, bucket):
