@@ -34,6 +34,11 @@ arcrun=$3
 program=$(readlink -f "$4")
 stall=${FAULT_STALL_SECONDS:-3}      # ARCREDUCE_STALL_SHUTDOWN_SECONDS of the fault jobs
 cut_seconds=${FAULT_CUT_SECONDS:-2}  # link_flap
+# kill_rank: how long after the stall timeout the job may take to end (the ranks' grace before
+# MPI_Abort, mpirun's teardown of every host). Under a loaded machine (the suite at twice its
+# parallelism) fp16's job once ended 3.63 s after the kill against the 3 s timeout; a missed
+# detection runs into the job's 60 s limit instead.
+teardown=${FAULT_TEARDOWN_SECONDS:-5}
 compressors=(none fp16 topk randk arctopk oktopk powersgd)
 
 log() { echo "faults[$scenario]: $*"; }
@@ -271,8 +276,11 @@ scenario_kill_rank() {
     [[ -n "$t_kill" ]] || { cat "$out"; fail "$c: rank 2 did not reach its kill"; }
     local detect errors
     detect=$(elapsed "$t_kill" "$t_end")
-    awk -v d="$detect" -v s="$stall" 'BEGIN { exit !(d <= s) }' ||
-      { cat "$out"; fail "$c: the job ended $detect s after the kill, above the stall timeout ($stall s)"; }
+    awk -v d="$detect" -v s="$stall" -v t="$teardown" 'BEGIN { exit !(d <= s + t) }' || {
+      cat "$out"
+      fail "$c: the job ended $detect s after the kill, above the stall timeout ($stall s) and" \
+        "the teardown's allowance ($teardown s)"
+    }
     check_no_orphans
     # How the others ended: their own error (the runtime saw the broken connection) or
     # mpirun's teardown (it noticed the dead rank first).
