@@ -7,12 +7,15 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -46,26 +49,77 @@ struct BucketExchange {
     finish();
   }
 
+  // Runs once, in the last op's callback, where no lock of the runtime is held. The Future and
+  // the buffer's Python object leave this state here: if they are the last references (DDP has
+  // already dropped the Future), their destructors take the GIL now, never later where the
+  // runtime may hold a lock that a thread holding the GIL waits for (a submission).
   void finish() {
     std::string message;
     {
       std::lock_guard<std::mutex> lock(mutex);
       message = error;
     }
+    c10::intrusive_ptr<c10::ivalue::Future> completed = std::move(future);
+    c10::IValue result = std::move(value);
     if (message.empty()) {
-      future->markCompleted(value);
+      completed->markCompleted(std::move(result));
     } else {
-      future->setError(std::make_exception_ptr(
+      completed->setError(std::make_exception_ptr(
           std::runtime_error("arcreduce DDP communication hook: " + message)));
     }
   }
 
-  c10::IValue value;              // the buffer as a Python object (the Future's value)
-  std::vector<at::Tensor> views;  // kept alive until every op has completed
+  c10::IValue value;              // the buffer as a Python object, until finish()
+  std::vector<at::Tensor> views;  // kept alive until every op has completed (no Python objects)
   std::atomic<size_t> remaining;
   std::mutex mutex;
-  std::string error;  // the first op's error message
-  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::string error;                               // the first op's error message
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // until finish()
+};
+
+// The runtime releases what it holds back for a fuller round (a step's compressed tensors, small
+// dense ones: docs/configuration.md, ARCREDUCE_BATCH_COMPRESSED, ARCREDUCE_MIN_BUCKET_BYTES)
+// when a user blocks on an op in synchronize(), as DistributedOptimizer's step() does. DDP waits
+// on the Future instead, which the runtime cannot see; so after a backward's last bucket a thread
+// of this module blocks in synchronize() on that bucket's ops, saying that DDP is about to wait
+// (two DDP models trained in turn each expect the other's names as part of the step, and would
+// otherwise wait for them until the hold's limit, which grows with every step). It completes
+// nothing: the callbacks complete the Future.
+class LastBucketWaiter {
+ public:
+  static LastBucketWaiter& instance() {
+    static LastBucketWaiter* waiter = new LastBucketWaiter();  // never destroyed, like its thread
+    return *waiter;
+  }
+
+  void wait_for(std::vector<arcreduce::Handle> handles) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(std::move(handles));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { run(); }).detach();
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::vector<arcreduce::Handle> handles;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return !pending_.empty(); });
+        handles = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      for (arcreduce::Handle h : handles) (void)arcreduce::synchronize(h);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::vector<arcreduce::Handle>> pending_;
+  bool started_ = false;
 };
 
 // Submits one allreduce per parameter of a DDP bucket: `names[i]` reduces the view of `buffer`
@@ -77,7 +131,7 @@ std::shared_ptr<torch::jit::PythonFutureWrapper> bucket_allreduce_async(
     const std::vector<int64_t>& offsets, const std::vector<std::vector<int64_t>>& shapes, int op,
     std::optional<std::string> compressor, std::optional<double> ratio,
     std::optional<std::string> error_feedback, std::optional<std::string> granularity,
-    int process_set) {
+    int process_set, bool last) {
   if (names.size() != offsets.size() || names.size() != shapes.size())
     throw py::value_error("bucket_allreduce_async: names, offsets and shapes differ in length");
   const std::string who = names.empty() ? std::string("bucket") : names.front();
@@ -102,6 +156,7 @@ std::shared_ptr<torch::jit::PythonFutureWrapper> bucket_allreduce_async(
     exchange->finish();
     return wrapper;
   }
+  std::vector<arcreduce::Handle> handles;
   for (size_t i = 0; i < names.size(); ++i) {
     arcreduce::AllreduceOptions options;
     options.process_set = process_set;
@@ -112,8 +167,9 @@ std::shared_ptr<torch::jit::PythonFutureWrapper> bucket_allreduce_async(
     options.compression.granularity = granularity;
     options.callback = [exchange](const arcreduce::Status& status) { exchange->done(status); };
     // Never throws; a refused op completes at once with its error (callback included).
-    (void)arcreduce::allreduce_async(names[i], tensors[i], std::move(options));
+    handles.push_back(arcreduce::allreduce_async(names[i], tensors[i], std::move(options)));
   }
+  if (last) LastBucketWaiter::instance().wait_for(std::move(handles));
   return wrapper;
 }
 
@@ -123,7 +179,7 @@ void add_ddp_hook(py::module_& m) {
   m.def("bucket_allreduce_async", &bucket_allreduce_async, py::arg("buffer"), py::arg("names"),
         py::arg("offsets"), py::arg("shapes"), py::arg("op"), py::arg("compressor"),
         py::arg("ratio"), py::arg("error_feedback"), py::arg("granularity"),
-        py::arg("process_set") = 0);
+        py::arg("process_set") = 0, py::arg("last") = false);
 }
 
 }  // namespace arcreduce_torch

@@ -125,9 +125,11 @@ class DDPHookState:
             self._pairing = self._pair()
         names, offsets, shapes = self._layout(bucket, buffer)
         c = self._pairing[0]
+        # The backward's last bucket: the runtime is told that DDP is about to wait
+        # (bindings/torch/csrc/ddp_hook.cc, LastBucketWaiter).
         return _C.bucket_allreduce_async(buffer, names, offsets, shapes, _REDUCE_OPS[self._op],
                                          c.compressor, c.ratio, c.error_feedback, c.granularity,
-                                         self._set_id)
+                                         self._set_id, bucket.is_last())
 
     def _layout(self, bucket, buffer):
         """The bucket's (names, offsets in elements, shapes), from its gradients' views; kept per
