@@ -12,8 +12,8 @@ import os
 import torch
 
 from . import _C
-from .mpi_ops import (_REDUCE_OPS, Adasum, Average, Compression, Sum, config, is_initialized,
-                      rank)
+from .mpi_ops import (_REDUCE_OPS, Adasum, Average, Compression, Sum, config, init,
+                      is_initialized, rank)
 from .optimizer import _FEEDBACK_COMPRESSORS, _DistributedOptimizer, _pair_with_optimizer
 from .process_sets import _id_of, _size_of, global_process_set
 
@@ -32,8 +32,7 @@ class DDPHookState:
                             f"model, not {type(ddp_model).__name__}; for a plain module use "
                             "arcreduce.torch.DistributedOptimizer")
         if not is_initialized():
-            raise ValueError("arcreduce is not initialised: call arcreduce.torch.init() (or "
-                             "arcreduce.torch.init_process_group()) before register_ddp_hook")
+            init()  # collective, as registering the hook is on every rank of DDP's group
         if op == Adasum:
             raise NotImplementedError("register_ddp_hook: op=Adasum is not supported by "
                                       "arcreduce; use op=Average (DDP's) or Sum")
@@ -50,7 +49,8 @@ class DDPHookState:
             raise ValueError(f"DDP's process group has {group_size} ranks but the arcreduce "
                              f"process set {_size_of(set_id)}: give DDP the group of the same "
                              "ranks (arcreduce.torch.init_process_group() makes one of every "
-                             "rank)")
+                             "rank), and start the job with arcrun or mpirun (under torchrun "
+                             "each process is an arcreduce job of its own)")
         for name, p in ddp_model.module.named_parameters():
             if p.device.type != "cpu":
                 raise ValueError(f"parameter '{name}' is on device {p.device}; this build of "
@@ -170,8 +170,10 @@ def register_ddp_hook(ddp_model, optimizer=None, compression=None, op=Average,
     and efm asked for explicitly is refused. ``compression``: None (the ARCREDUCE_*
     configuration), a compressor name or a Compression. ``op``: Average (DDP's) or Sum.
     ``process_set``: the arcreduce ranks of DDP's process group (every rank by default).
-    ``prefix``: put before each parameter's name; give each DDP model of a job its own.
-    Call it before creating an LR scheduler of ``optimizer``."""
+    ``prefix``: put before each parameter's name (DistributedOptimizer's by default); give each
+    DDP model of a job its own. Collective: every rank of DDP's group calls it (it calls init()
+    where the runtime is not initialised yet). Call it before creating an LR scheduler of
+    ``optimizer``."""
     state = DDPHookState(ddp_model, optimizer, compression, op, process_set, prefix)
     ddp_model.register_comm_hook(state, ddp_comm_hook)
     return state
