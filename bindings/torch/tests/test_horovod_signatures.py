@@ -341,9 +341,8 @@ def test_horovods_grouping_arguments_are_accepted(runtime):
 
 def test_elastic_is_reachable_as_an_attribute(runtime):
     import arcreduce.torch as hvd
-    with pytest.raises(ImportError, match=r"elastic training .* is not built in arcreduce"):
-        hvd.elastic  # noqa: B018
-    with pytest.raises(ImportError, match=r"elastic training .* is not built in arcreduce"):
-        from arcreduce.torch import elastic  # noqa: F401
+    from arcreduce.torch import elastic
+    assert hvd.elastic is elastic
+    assert hvd.elastic.TorchState is elastic.TorchState and callable(hvd.elastic.run)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         hvd.not_a_name  # noqa: B018
