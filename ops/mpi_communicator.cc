@@ -276,7 +276,11 @@ TrafficCounters MpiCommunicator::run_allreduce(AllreduceAlgorithm algorithm, MPI
     return doubling_allreduce(ring, kDoublingTag, buf, count, type, op, &ring_scratch_, p2p);
   }
   if (algorithm == AllreduceAlgorithm::kRing) {
-    return ring_allreduce(ring, buf, count, type, op, segment_bytes, &ring_scratch_, p2p);
+    // The link is measured only across hosts, where a segment's receive cannot end before its
+    // bytes have crossed it: the ring's receives sleep by that prediction (ops/mpi_wait.h).
+    WaitPolicy ring_wait = p2p;
+    if (options_.link.measured) ring_wait.seconds_per_byte = options_.link.seconds_per_byte;
+    return ring_allreduce(ring, buf, count, type, op, segment_bytes, &ring_scratch_, ring_wait);
   }
   const size_t element = scalar_size(type);
   const MpiReduction reduction = reduce_ops_.lookup(type, op);

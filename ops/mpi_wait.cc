@@ -116,7 +116,8 @@ bool request_short_slice(std::chrono::microseconds slice) {
 namespace {
 
 constexpr int kQuietFraction = 16;
-// A wait loop looks at the clock at least every max_sleep (at most 100 ms); a longer gap means
+// A wait loop looks at the clock at least every max_sleep or kLongestExpectedSleep (at most
+// 100 ms); a longer gap means
 // this process itself was not running (SIGSTOP of the whole job, a suspended terminal), and that
 // time must not count against the peers.
 constexpr std::chrono::seconds kOwnStopGap(1);
@@ -162,8 +163,18 @@ std::string format_seconds(double seconds) {
 
 }  // namespace
 
+std::chrono::microseconds expected_wait(size_t bytes, const WaitPolicy& policy) {
+  if (policy.mode != WaitMode::kSleep) return std::chrono::microseconds(0);
+  // Beyond 16 times the longest sleep a prediction changes nothing; the bound also keeps the
+  // conversion in range (and a NaN fails every comparison, so it gives 0).
+  const double limit = static_cast<double>(kLongestExpectedSleep.count()) * kQuietFraction;
+  const double us = static_cast<double>(bytes) * policy.seconds_per_byte * 1e6;
+  if (!(us > 0)) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(static_cast<int64_t>(std::min(us, limit)));
+}
+
 void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
-                   const WaitLoopHooks& hooks) {
+                   const WaitLoopHooks& hooks, std::chrono::microseconds expected) {
   using TimePoint = WaitLoopHooks::TimePoint;
   const bool bounded = policy.timeout.count() > 0;
   const TimePoint start = hooks.now();
@@ -178,7 +189,13 @@ void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
     last_look = now;
     if (bounded && now - last_progress > policy.timeout) hooks.timeout();
   };
-  std::chrono::microseconds sleep = policy.min_sleep;
+  // A wait that cannot end before `expected` sleeps 1/16 of it at a time from its first sleep,
+  // so it is noticed at most about 1/16 of its length late, as a long wait is without a
+  // prediction, but wakes about 16 times instead of ramping up through short sleeps. The
+  // prediction covers the wait as a whole: after a completion the back-off rules alone apply.
+  std::chrono::microseconds expected_sleep =
+      std::min(expected / kQuietFraction, kLongestExpectedSleep);
+  std::chrono::microseconds sleep = std::max(policy.min_sleep, expected_sleep);
   // Completions not yet acted on: those of the burst after a sleep count at the next decision,
   // so that they restart the back-off as those of the first test do.
   bool progressed = false;
@@ -194,6 +211,7 @@ void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
     check_timeout(now, progressed);
     if (progressed) {
       sleep = policy.min_sleep;
+      expected_sleep = std::chrono::microseconds(0);
       quiet_since = now;
       progressed = false;
     }
@@ -203,10 +221,11 @@ void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
     }
     // A completion is noticed at most about 1/16 of the quiet time late; a long wait (a slow
     // link) wakes rarely, a short one stays prompt.
-    const auto bound =
-        std::chrono::duration_cast<std::chrono::microseconds>(now - quiet_since) / kQuietFraction;
+    const auto bound = std::max(
+        std::chrono::duration_cast<std::chrono::microseconds>(now - quiet_since) / kQuietFraction,
+        expected_sleep);
     hooks.sleep(std::max(policy.min_sleep, std::min(sleep, bound)));
-    sleep = std::min(sleep * 2, policy.max_sleep);
+    sleep = std::max(std::min(sleep * 2, policy.max_sleep), expected_sleep);
     // Open MPI runs some progress callbacks (libnbc's schedules among them) only on every
     // eighth progress call: poll in a burst after each sleep so one wake-up advances them.
     for (int i = 0; i < std::max(policy.poll_burst, 1); ++i) {
@@ -249,7 +268,8 @@ void wait_requests(MPI_Request* requests, int count, MPI_Status* statuses, const
   hooks.sleep = [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); };
   hooks.yield = [] { sched_yield(); };
   hooks.timeout = [&] { throw_timeout(policy, count, remaining); };
-  run_wait_loop(policy, history ? history->spin_for(bytes, policy.spin) : policy.spin, hooks);
+  run_wait_loop(policy, history ? history->spin_for(bytes, policy.spin) : policy.spin, hooks,
+                expected_wait(bytes, policy));
 }
 
 }  // namespace arcreduce

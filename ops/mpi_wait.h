@@ -13,7 +13,8 @@
 //           doubling up to `max_sleep` and never longer than 1/16 of the time waited (since
 //           the start or the last partial completion); the sleep drops back to `min_sleep` whenever
 //           a request of a multi-request wait completes, so a stream of messages is polled
-//           promptly.
+//           promptly. A wait whose least length E is known from the link (seconds_per_byte)
+//           sleeps E/16 at a time until its first completion.
 // The mode is local to a rank: every mode posts the same non-blocking operations, so ranks with
 // different modes still match each other's messages.
 #pragma once
@@ -77,7 +78,22 @@ struct WaitPolicy {
   // kSleep: learns per message size whether to poll for `spin` or only WaitHistory::kShortSpin.
   // Null: always `spin`. Copies of a policy share it.
   std::shared_ptr<WaitHistory> history;
+  // kSleep: the time one byte of these waits takes over the link it crosses (the link model's
+  // seconds_per_byte, every link busy), 0 where unknown. A wait for `bytes` then cannot end
+  // before E = bytes * seconds_per_byte and sleeps E/16 at a time (at most kLongestExpectedSleep)
+  // until something completes, where the back-off bounded by 1/16 of the time waited would wake
+  // it about 80 times on its way to the end. Only for waits whose bytes all arrive over that
+  // link (a ring's receives): a send's bytes leave through this rank's own progress calls.
+  double seconds_per_byte = 0;
 };
+
+// The longest sleep of a wait with an expected length (WaitPolicy::seconds_per_byte).
+constexpr std::chrono::microseconds kLongestExpectedSleep{50000};
+
+// The least time a kSleep wait for `bytes` can take under `policy` (bytes * seconds_per_byte,
+// at most 16 * kLongestExpectedSleep); 0 where nothing is known, in other modes, or for a
+// value of seconds_per_byte that is not positive.
+std::chrono::microseconds expected_wait(size_t bytes, const WaitPolicy& policy);
 
 // `policy` for waits on point-to-point requests only: one test per wake-up.
 inline WaitPolicy point_to_point(WaitPolicy policy) {
@@ -118,9 +134,11 @@ struct WaitLoopHooks {
   std::function<void()> timeout;  // throws: no progress for policy.timeout
 };
 // Polls through `hooks` until poll() says done, as policy.mode says (policy.mode kBusy with a
-// timeout polls without pause), polling without sleeps for `spin` first under kSleep.
+// timeout polls without pause), polling without sleeps for `spin` first under kSleep. `expected`:
+// the least time the wait can take (WaitPolicy::seconds_per_byte), 0 where unknown.
 void run_wait_loop(const WaitPolicy& policy, std::chrono::microseconds spin,
-                   const WaitLoopHooks& hooks);
+                   const WaitLoopHooks& hooks,
+                   std::chrono::microseconds expected = std::chrono::microseconds(0));
 
 // Makes this thread's sleeps as short as asked (Linux rounds every sleep up by the thread's
 // timer slack, 50 us by default, which would turn the 10 us first sleep into 60 us). Call once

@@ -32,7 +32,9 @@ class Ring {
         chunk_capacity_(ring_chunk(count, size, 0).count),
         steps_(2 * (size - 1)),
         scratch_(scratch),
-        wait_(wait) {
+        wait_(wait),
+        send_wait_(wait) {
+    send_wait_.seconds_per_byte = 0;  // sends move as this rank polls: no least length
     if (scratch_->size() < 2 * chunk_capacity_ * element_) {
       scratch_->resize(2 * chunk_capacity_ * element_);
     }
@@ -51,10 +53,10 @@ class Ring {
       const RingChunk chunk = recv_chunk(t);
       std::vector<MPI_Request>& receives = receives_[t % 2];
       for (size_t k = 0; k < receives.size(); ++k) {
-        wait_request(&receives[k], MPI_STATUS_IGNORE, wait_, segment_elements_ * element_);
+        const size_t offset = k * segment_elements_;
+        const size_t length = std::min(segment_elements_, chunk.count - offset);
+        wait_request(&receives[k], MPI_STATUS_IGNORE, wait_, length * element_);
         if (t < size_ - 1) {
-          const size_t offset = k * segment_elements_;
-          const size_t length = std::min(segment_elements_, chunk.count - offset);
           reduce_into(data_ + (chunk.offset + offset) * element_, scratch_at(t, offset), length,
                       type_, op_);
         }
@@ -62,7 +64,7 @@ class Ring {
       }
       std::vector<MPI_Request>& sends = sends_[t % 2];
       if (!sends.empty()) {
-        wait_requests(sends.data(), static_cast<int>(sends.size()), MPI_STATUSES_IGNORE, wait_,
+        wait_requests(sends.data(), static_cast<int>(sends.size()), MPI_STATUSES_IGNORE, send_wait_,
                       segment_elements_ * element_ * sends.size());
       }
       if (defer) post_receives(t + 1);
@@ -119,7 +121,7 @@ class Ring {
   size_t element_, segment_elements_, chunk_capacity_;
   int steps_;
   std::vector<char>* scratch_;
-  WaitPolicy wait_;
+  WaitPolicy wait_, send_wait_;
   std::vector<MPI_Request> receives_[2], sends_[2];
   TrafficCounters traffic_;
 };

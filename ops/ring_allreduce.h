@@ -20,7 +20,8 @@ namespace arcreduce {
 // `scratch` is grown to 2 chunks and reused across calls, and must outlive the call even when it
 // throws. `segment_bytes` (> 0, <= INT_MAX) is the pipelining granularity. Returns the exact
 // bytes sent and received (calls left 0 for the caller). `wait` says how to wait for
-// messages. Throws arcreduce::Error on MPI failure.
+// messages; its seconds_per_byte (the link's) applies to the receives, each expected to last at
+// least its bytes' time over the link, never to the sends. Throws arcreduce::Error on MPI failure.
 TrafficCounters ring_allreduce(MPI_Comm comm, void* buf, size_t count, ScalarType type,
                                CollectiveOp op, size_t segment_bytes, std::vector<char>* scratch,
                                const WaitPolicy& wait = WaitPolicy());

@@ -1,7 +1,9 @@
 // run_wait_loop (ops/mpi_wait.h) driven by scripted completions on a clock of the test's own: the
 // kSleep back-off doubles while nothing completes and starts again from min_sleep after any
-// completion, whether the first test of a round saw it or the burst after a sleep.
+// completion, whether the first test of a round saw it or the burst after a sleep; a wait whose
+// least length is known sleeps a sixteenth of it at a time.
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -17,6 +19,8 @@ using std::chrono::microseconds;
 // Requests that complete one at a time at the poll numbers given; every poll costs 1 us.
 struct ScriptedWait {
   std::vector<int> completions;  // poll numbers (1-based) at which one request completes
+  // Or, where set, the clock readings from which the next request completes at a poll.
+  std::vector<microseconds> completion_times;
   int polls = 0;
   size_t done = 0;
   WaitLoopHooks::TimePoint clock{};
@@ -28,11 +32,16 @@ struct ScriptedWait {
     h.poll = [this](bool* progressed) {
       ++polls;
       clock += microseconds(1);
-      if (done < completions.size() && polls >= completions[done]) {
+      const size_t total = completion_times.empty() ? completions.size() : completion_times.size();
+      const bool due = completion_times.empty()
+                           ? done < completions.size() && polls >= completions[done]
+                           : done < completion_times.size() &&
+                                 clock - WaitLoopHooks::TimePoint{} >= completion_times[done];
+      if (due) {
         ++done;
         *progressed = true;
       }
-      return done == completions.size();
+      return done == total;
     };
     h.now = [this] { return clock; };
     h.sleep = [this](microseconds d) {
@@ -125,6 +134,67 @@ TEST(WaitLoop, YieldModeNeverSleeps) {
   run_wait_loop(policy, microseconds(0), w.hooks());
   EXPECT_TRUE(w.sleeps.empty());
   EXPECT_EQ(w.polls, 60);
+}
+
+// A wait that cannot end before E (its bytes over the link) sleeps E/16 at a time from its first
+// sleep, even above max_sleep, where the back-off bounded by 1/16 of the time waited would wake
+// it several times as often: a 1 MiB ring segment at 25 Mbit/s is a 336 ms wait.
+TEST(WaitLoop, ExpectedLengthSleepsASixteenthAtATime) {
+  const microseconds expected(336000);
+  ScriptedWait predicted;
+  predicted.completion_times = {expected};
+  run_wait_loop(sleep_policy(), microseconds(0), predicted.hooks(), expected);
+  ASSERT_FALSE(predicted.sleeps.empty());
+  for (microseconds s : predicted.sleeps) EXPECT_EQ(s, expected / 16);
+  EXPECT_LE(predicted.sleeps.size(), 17u);
+  // Noticed at most one sleep late.
+  EXPECT_LE(predicted.clock - WaitLoopHooks::TimePoint{},
+            expected + expected / 16 + microseconds(50));
+
+  ScriptedWait unpredicted;
+  unpredicted.completion_times = {expected};
+  run_wait_loop(sleep_policy(), microseconds(0), unpredicted.hooks());
+  EXPECT_GT(unpredicted.sleeps.size(), 3 * predicted.sleeps.size());
+}
+
+TEST(WaitLoop, ExpectedSleepsStopAtTheLongest) {
+  const microseconds expected(10 * 16 * kLongestExpectedSleep.count());
+  ScriptedWait w;
+  w.completion_times = {microseconds(2 * kLongestExpectedSleep.count())};
+  run_wait_loop(sleep_policy(), microseconds(0), w.hooks(), expected);
+  ASSERT_FALSE(w.sleeps.empty());
+  EXPECT_EQ(w.sleeps.front(), kLongestExpectedSleep);
+}
+
+// The prediction covers the wait as a whole: once one of its requests has completed, the rest is
+// polled as a stream again, from min_sleep.
+TEST(WaitLoop, ACompletionEndsThePrediction) {
+  const microseconds expected(160000);
+  ScriptedWait w;
+  w.completion_times = {microseconds(100000), microseconds(180000)};
+  const WaitPolicy policy = sleep_policy();
+  run_wait_loop(policy, microseconds(0), w.hooks(), expected);
+  ASSERT_EQ(w.done, 2u);
+  EXPECT_EQ(w.sleeps.front(), expected / 16);
+  bool back_to_min = false;
+  for (microseconds s : w.sleeps) back_to_min = back_to_min || s == policy.min_sleep;
+  EXPECT_TRUE(back_to_min);
+}
+
+TEST(WaitLoop, ExpectedWaitIsTheBytesOverTheLink) {
+  WaitPolicy policy = sleep_policy();
+  EXPECT_EQ(expected_wait(1 << 20, policy), microseconds(0));  // nothing known
+  policy.seconds_per_byte = 8.0 / 25e6;                        // 25 Mbit/s
+  EXPECT_NEAR(static_cast<double>(expected_wait(1000000, policy).count()), 320000.0, 1.0);
+  EXPECT_EQ(expected_wait(0, policy), microseconds(0));
+  EXPECT_EQ(expected_wait(size_t{1} << 62, policy), 16 * kLongestExpectedSleep);
+  policy.seconds_per_byte = -1;
+  EXPECT_EQ(expected_wait(1000, policy), microseconds(0));
+  policy.seconds_per_byte = std::nan("");
+  EXPECT_EQ(expected_wait(1000, policy), microseconds(0));
+  policy.seconds_per_byte = 8.0 / 25e6;
+  policy.mode = WaitMode::kYield;
+  EXPECT_EQ(expected_wait(1000000, policy), microseconds(0));  // only kSleep sleeps
 }
 
 }  // namespace
