@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,11 @@ struct RawArgs {
   std::vector<std::string> mpi_args;
   std::string ssh_port;
   std::string flavor;
+  std::string restarts;
+  std::string min_ranks;
+  std::string max_ranks;
+  std::optional<std::string> elastic_dir;
+  std::optional<std::string> discovery_script;
   std::map<std::string, std::string> runtime;  // flag -> value
 };
 
@@ -67,6 +73,77 @@ EnvSetting parse_export(const std::string& text) {
   return setting;
 }
 
+// A rank count of --min-np or --max-np: 1..2^20, as -np.
+int parse_rank_count(const std::string& text, const char* flag) {
+  const auto ranks = parse_integer(text);
+  if (!ranks || *ranks < 1 || *ranks > 1 << 20) {
+    throw UsageError(std::string(flag) + " '" + text + "' is invalid: expected a positive integer");
+  }
+  return static_cast<int>(*ranks);
+}
+
+bool exports_variable(const LaunchOptions& options, const std::string& name) {
+  return std::any_of(options.exported.begin(), options.exported.end(),
+                     [&name](const EnvSetting& setting) { return setting.name == name; });
+}
+
+// --restarts, --elastic-dir, --host-discovery-script, --min-np, --max-np (docs/launcher.md,
+// "Restarts"). Runs nothing: the script is run before each launch (elastic.h).
+void convert_restarts(const RawArgs& raw, LaunchOptions* options) {
+  if (!raw.restarts.empty()) {
+    const auto restarts = parse_integer(raw.restarts);
+    if (!restarts || *restarts < 0 || *restarts > kMaxRestarts) {
+      throw UsageError("--restarts '" + raw.restarts + "' is invalid: expected an integer in 0.." +
+                       std::to_string(kMaxRestarts));
+    }
+    options->restarts = static_cast<int>(*restarts);
+  }
+  if (options->restarts > 0 && exports_variable(*options, kRestartVariable)) {
+    throw UsageError(std::string("-x ") + kRestartVariable +
+                     " is arcrun's own with --restarts: " + "it counts the launches");
+  }
+  if (raw.elastic_dir) {
+    if (raw.elastic_dir->empty() || raw.elastic_dir->find('\n') != std::string::npos) {
+      throw UsageError("--elastic-dir '" + *raw.elastic_dir +
+                       "' is invalid: expected a directory path");
+    }
+    if (exports_variable(*options, kElasticDirVariable)) {
+      throw UsageError(std::string("--elastic-dir and -x ") + kElasticDirVariable +
+                       " both name the directory; give one");
+    }
+    options->elastic_dir = *raw.elastic_dir;
+  }
+  if (raw.discovery_script) {
+    if (raw.discovery_script->empty()) {
+      throw UsageError("--host-discovery-script '' is invalid: expected an executable");
+    }
+    if (!options->hosts.empty()) {
+      throw UsageError("--host-discovery-script and -H/--hostfile exclude each other; give one");
+    }
+    options->discovery_script = *raw.discovery_script;
+  }
+  if (!raw.min_ranks.empty()) options->min_ranks = parse_rank_count(raw.min_ranks, "--min-np");
+  if (!raw.max_ranks.empty()) options->max_ranks = parse_rank_count(raw.max_ranks, "--max-np");
+  if ((options->min_ranks || options->max_ranks) && options->discovery_script.empty()) {
+    throw UsageError(std::string(options->min_ranks ? "--min-np" : "--max-np") +
+                     " needs --host-discovery-script: without one, every launch runs -np ranks "
+                     "on the same hosts");
+  }
+  const int ranks = options->ranks;
+  if (options->min_ranks && options->max_ranks && *options->min_ranks > *options->max_ranks) {
+    throw UsageError("--min-np " + std::to_string(*options->min_ranks) + " is more than --max-np " +
+                     std::to_string(*options->max_ranks));
+  }
+  if (options->min_ranks && *options->min_ranks > ranks) {
+    throw UsageError("--min-np " + std::to_string(*options->min_ranks) + " is more than -np " +
+                     std::to_string(ranks));
+  }
+  if (options->max_ranks && *options->max_ranks < ranks) {
+    throw UsageError("--max-np " + std::to_string(*options->max_ranks) + " is less than -np " +
+                     std::to_string(ranks));
+  }
+}
+
 // Checks the raw values and fills the options that come from them.
 void convert(const RawArgs& raw, LaunchOptions* options) {
   const auto ranks = parse_integer(raw.ranks);
@@ -104,6 +181,7 @@ void convert(const RawArgs& raw, LaunchOptions* options) {
     if (it == raw.runtime.end()) continue;
     options->flag_settings.push_back({flag.variable, variable_value(flag, it->second)});
   }
+  convert_restarts(raw, options);
 }
 
 }  // namespace
@@ -126,6 +204,16 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   app.add_flag("--verbose", options.verbose, "print the mpirun command on stderr, then run it");
   app.add_option("--mpirun", options.mpirun, "mpirun to run (name on PATH or path)");
   app.add_option("--mpi-flavor", raw.flavor, "openmpi or mpich; skips `mpirun --version`");
+  app.add_option("--restarts", raw.restarts,
+                 "launch a failed job again, up to N times (default 0)");
+  app.add_option_function<std::string>(
+      "--elastic-dir", [&raw](const std::string& v) { raw.elastic_dir = v; },
+      "directory for the job's commits (ARCRUN_ELASTIC_DIR); shared by all hosts");
+  app.add_option_function<std::string>(
+      "--host-discovery-script", [&raw](const std::string& v) { raw.discovery_script = v; },
+      "executable printing 'host[:slots]' lines, run before each launch");
+  app.add_option("--min-np", raw.min_ranks, "fewest ranks to (re)start with (default -np)");
+  app.add_option("--max-np", raw.max_ranks, "most ranks to start (default -np)");
   for (const RuntimeFlag& flag : runtime_flags()) {
     app.add_option_function<std::string>(
         flag.flag, [&raw, &flag](const std::string& v) { raw.runtime[flag.flag] = v; },

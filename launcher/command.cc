@@ -14,11 +14,18 @@ using Variables = std::map<std::string, std::optional<std::string>>;
 
 Variables rank_variables(const LaunchOptions& options, const LaunchContext& context) {
   Variables vars;
+  const std::string elastic_dir = std::string(kElasticDirVariable) + "=";
   for (const std::string& entry : context.environment) {
-    if (entry.rfind("ARCREDUCE_", 0) == 0) vars[entry.substr(0, entry.find('='))] = std::nullopt;
+    if (entry.rfind("ARCREDUCE_", 0) == 0 || entry.rfind(elastic_dir, 0) == 0) {
+      vars[entry.substr(0, entry.find('='))] = std::nullopt;
+    }
   }
   for (const EnvSetting& setting : options.exported) vars[setting.name] = setting.value;
   for (const EnvSetting& setting : options.flag_settings) vars[setting.name] = setting.value;
+  // arcrun's own: --elastic-dir (parsing refuses it beside -x ARCRUN_ELASTIC_DIR) or the
+  // directory it created, and the launch's number when it may restart the job.
+  if (!options.elastic_dir.empty()) vars[kElasticDirVariable] = options.elastic_dir;
+  if (options.restarts > 0) vars[kRestartVariable] = std::to_string(options.restart);
   return vars;
 }
 

@@ -14,8 +14,10 @@ namespace arcreduce::launcher {
 // does not support (docs/launcher.md, "MPICH").
 //
 // Variables reach the ranks in this order of precedence, later winning: the caller's ARCREDUCE_*
-// variables (forwarded by name), -x NAME[=VALUE], then the runtime flags. They are emitted
-// sorted by name so that the command is deterministic.
+// variables and ARCRUN_ELASTIC_DIR (forwarded by name), -x NAME[=VALUE], the runtime flags, then
+// arcrun's own: ARCRUN_ELASTIC_DIR=options.elastic_dir where that is set, and
+// ARCRUN_RESTART=options.restart when options.restarts > 0. They are emitted sorted by name so
+// that the command is deterministic.
 Command build_command(const LaunchOptions& options, const LaunchContext& context);
 
 // Quotes `word` for a POSIX shell: unchanged when it holds only safe characters, otherwise in

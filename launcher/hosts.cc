@@ -96,6 +96,26 @@ std::vector<Host> parse_hostfile_text(const std::string& text, const std::string
   return hosts;
 }
 
+std::vector<Host> parse_discovered_hosts(const std::string& text, const std::string& where) {
+  std::vector<Host> hosts;
+  std::stringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string at = where + " line " + std::to_string(number);
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;  // blank line
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    Host host;
+    const size_t colon = line.find(':');
+    host.name = line.substr(0, colon);
+    check_host_name(host.name, at);
+    if (colon != std::string::npos) host.slots = parse_slots(line.substr(colon + 1), at);
+    add_host(&hosts, std::move(host), at);
+  }
+  if (hosts.empty()) throw UsageError(where + " printed no hosts");
+  return hosts;
+}
+
 std::vector<Host> read_hostfile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError("cannot read hostfile '" + path + "'");

@@ -20,6 +20,12 @@ std::vector<Host> parse_host_list(const std::string& list);
 // Messages name `file` and the 1-based line number.
 std::vector<Host> parse_hostfile_text(const std::string& text, const std::string& file);
 
+// What a host discovery script printed: one `host[:slots]` per line (Horovod's format; a host
+// without a count takes one slot, a name printed twice adds up); surrounding blanks and blank
+// lines are skipped. Messages start with `where` and name the 1-based line; no host at all is
+// an error too.
+std::vector<Host> parse_discovered_hosts(const std::string& text, const std::string& where);
+
 // Reads and parses the hostfile at `path`.
 std::vector<Host> read_hostfile(const std::string& path);
 

@@ -27,6 +27,11 @@ class UsageError : public std::runtime_error {
 
 enum class MpiFlavor { kOpenMpi, kMpich };
 
+// Variables arcrun sets for the ranks of a job it may restart (docs/launcher.md, "Restarts").
+inline constexpr const char* kElasticDirVariable = "ARCRUN_ELASTIC_DIR";
+inline constexpr const char* kRestartVariable = "ARCRUN_RESTART";
+inline constexpr int kMaxRestarts = 10000;  // bound of --restarts
+
 // A variable for every rank: value nullopt forwards the caller's value under that name.
 struct EnvSetting {
   std::string name;
@@ -48,6 +53,14 @@ struct LaunchOptions {
   std::string mpirun = "mpirun";     // --mpirun: a name looked up on PATH, or a path
   std::optional<MpiFlavor> flavor;   // --mpi-flavor; nullopt: detect from `mpirun --version`
   std::vector<std::string> program;  // program and its arguments, never empty after parsing
+
+  // Restarts (docs/launcher.md, "Restarts").
+  int restarts = 0;              // --restarts N: relaunches of a failed job; 0: none
+  std::string elastic_dir;       // --elastic-dir, or the directory arcrun created
+  std::string discovery_script;  // --host-discovery-script, empty: fixed hosts
+  std::optional<int> min_ranks;  // --min-np; nullopt: -np
+  std::optional<int> max_ranks;  // --max-np; nullopt: -np
+  int restart = 0;               // which launch this is: 0 first, then 1..restarts
 };
 
 struct LaunchContext {

@@ -90,6 +90,32 @@ TEST(ParseCommandLine, EveryOption) {
   EXPECT_EQ(o.flag_settings[1].value, std::optional<std::string>("2097152"));
 }
 
+TEST(ParseCommandLine, RestartOptions) {
+  LaunchOptions o = parse_command_line({"-np", "4", "p"}).options;
+  EXPECT_EQ(o.restarts, 0);
+  EXPECT_TRUE(o.elastic_dir.empty() && o.discovery_script.empty());
+  EXPECT_FALSE(o.min_ranks || o.max_ranks);
+  o = parse_command_line({"-np", "4", "--restarts", "3", "--elastic-dir", "/shared/run 1",
+                          "--host-discovery-script", "./discover", "--min-np", "2", "--max-np", "8",
+                          "p"})
+          .options;
+  EXPECT_EQ(o.restarts, 3);
+  EXPECT_EQ(o.elastic_dir, "/shared/run 1");
+  EXPECT_EQ(o.discovery_script, "./discover");
+  EXPECT_EQ(o.min_ranks, std::optional<int>(2));
+  EXPECT_EQ(o.max_ranks, std::optional<int>(8));
+  EXPECT_TRUE(o.hosts.empty());
+  o = parse_command_line({"-np", "4", "--host-discovery-script", "d", "--min-np", "4", "--max-np",
+                          "4", "--restarts", "0", "p"})
+          .options;
+  EXPECT_EQ(o.min_ranks, std::optional<int>(4));
+  // The caller's directory by name, and -x ARCRUN_RESTART without restarts, are accepted.
+  o = parse_command_line({"-np", "1", "--restarts", "1", "-x", "ARCRUN_ELASTIC_DIR=/d", "p"})
+          .options;
+  EXPECT_TRUE(o.elastic_dir.empty());
+  EXPECT_NO_THROW(parse_command_line({"-np", "1", "-x", "ARCRUN_RESTART=2", "p"}));
+}
+
 TEST(ParseCommandLine, Hostfile) {
   TempFile file("# cluster\nnode1 slots=2\n\n  node2   # one slot\n");
   const LaunchOptions o = parse_command_line({"-np", "3", "--hostfile", file.path(), "p"}).options;
@@ -143,6 +169,40 @@ TEST(ParseCommandLine, ErrorMessages) {
        "comma-separated"},
       {{"-np", "2", "--mpi-flavor", "lam", "p"},
        "--mpi-flavor 'lam' is invalid: expected openmpi or mpich"},
+      {{"-np", "2", "--restarts", "-1", "p"},
+       "--restarts '-1' is invalid: expected an integer in 0..10000"},
+      {{"-np", "2", "--restarts", "two", "p"},
+       "--restarts 'two' is invalid: expected an integer in 0..10000"},
+      {{"-np", "2", "--restarts", "10001", "p"},
+       "--restarts '10001' is invalid: expected an integer in 0..10000"},
+      {{"-np", "2", "--restarts", "1", "-x", "ARCRUN_RESTART=5", "p"},
+       "-x ARCRUN_RESTART is arcrun's own with --restarts: it counts the launches"},
+      {{"-np", "2", "--elastic-dir", "", "p"},
+       "--elastic-dir '' is invalid: expected a directory path"},
+      {{"-np", "2", "--elastic-dir", "/a", "-x", "ARCRUN_ELASTIC_DIR=/b", "p"},
+       "--elastic-dir and -x ARCRUN_ELASTIC_DIR both name the directory; give one"},
+      {{"-np", "2", "--elastic-dir", "/a", "-x", "ARCRUN_ELASTIC_DIR", "p"},
+       "--elastic-dir and -x ARCRUN_ELASTIC_DIR both name the directory; give one"},
+      {{"-np", "2", "--host-discovery-script", "", "p"},
+       "--host-discovery-script '' is invalid: expected an executable"},
+      {{"-np", "2", "-H", "a:2", "--host-discovery-script", "d", "p"},
+       "--host-discovery-script and -H/--hostfile exclude each other; give one"},
+      {{"-np", "4", "--min-np", "2", "p"},
+       "--min-np needs --host-discovery-script: without one, every launch runs -np ranks on the "
+       "same hosts"},
+      {{"-np", "4", "--max-np", "8", "--restarts", "2", "p"},
+       "--max-np needs --host-discovery-script: without one, every launch runs -np ranks on the "
+       "same hosts"},
+      {{"-np", "4", "--host-discovery-script", "d", "--min-np", "0", "p"},
+       "--min-np '0' is invalid: expected a positive integer"},
+      {{"-np", "4", "--host-discovery-script", "d", "--max-np", "4x", "p"},
+       "--max-np '4x' is invalid: expected a positive integer"},
+      {{"-np", "4", "--host-discovery-script", "d", "--min-np", "6", "--max-np", "5", "p"},
+       "--min-np 6 is more than --max-np 5"},
+      {{"-np", "4", "--host-discovery-script", "d", "--min-np", "6", "p"},
+       "--min-np 6 is more than -np 4"},
+      {{"-np", "4", "--host-discovery-script", "d", "--max-np", "2", "p"},
+       "--max-np 2 is less than -np 4"},
       {{"-np", "2", "--compress-ratio", "1.5", "p"},
        "--compress-ratio '1.5' is invalid (ARCREDUCE_COMPRESS_RATIO): expected a fraction in (0, "
        "1], e.g. 0.01"},

@@ -225,6 +225,36 @@ TEST(BuildCommand, MpichRejectsRemoteStartOptions) {
   EXPECT_THROW(build_command(o, mpich), UsageError);
 }
 
+TEST(BuildCommand, RestartVariables) {
+  auto variables = [](const LaunchOptions& o, const LaunchContext& c) {
+    Argv x;
+    const Argv argv = build_command(o, c).argv;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-x") x.push_back(argv[i + 1]);
+    }
+    return x;
+  };
+  LaunchOptions o = job(2);
+  LaunchContext c = machine();
+  EXPECT_TRUE(variables(o, c).empty());
+  // The caller's directory travels by name, whether or not arcrun restarts the job.
+  c.environment = {"ARCRUN_ELASTIC_DIR=/shared/run", "ARCRUN_RESTART=7", "ARCRUN_OTHER=1"};
+  EXPECT_THAT(variables(o, c), ElementsAreArray(Argv{"ARCRUN_ELASTIC_DIR"}));
+  o.restarts = 3;
+  o.restart = 2;
+  EXPECT_THAT(variables(o, c), ElementsAreArray(Argv{"ARCRUN_ELASTIC_DIR", "ARCRUN_RESTART=2"}));
+  o.elastic_dir = "/tmp/arcrun-elastic-x";
+  EXPECT_THAT(variables(o, c), ElementsAreArray(Argv{"ARCRUN_ELASTIC_DIR=/tmp/arcrun-elastic-x",
+                                                     "ARCRUN_RESTART=2"}));
+  o.restarts = 0;
+  EXPECT_THAT(variables(o, c), ElementsAreArray(Argv{"ARCRUN_ELASTIC_DIR=/tmp/arcrun-elastic-x"}));
+  c.flavor = MpiFlavor::kMpich;
+  o.restarts = 1;
+  const Argv argv = build_command(o, c).argv;
+  EXPECT_THAT(argv, ::testing::Contains("ARCRUN_RESTART"));
+  EXPECT_THAT(argv, ::testing::Contains("/tmp/arcrun-elastic-x"));
+}
+
 TEST(FormatCommand, QuotesEveryWordThatNeedsIt) {
   Command command;
   command.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}};

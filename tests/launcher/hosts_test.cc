@@ -64,5 +64,30 @@ TEST(Hosts, ErrorMessages) {
   EXPECT_EQ(error_of(hostfile, "\n# only\n"), "hosts: no hosts in hostfile");
 }
 
+void discovered(const std::string& text) {
+  parse_discovered_hosts(text, "--host-discovery-script 'd'");
+}
+
+TEST(Hosts, DiscoveryScriptOutput) {
+  const auto hosts =
+      parse_discovered_hosts("node1:4\n\n  node2 \r\nnode1:2\n10.0.0.3:1\n", "script");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].name, "node1");
+  EXPECT_EQ(hosts[0].slots, 6);
+  EXPECT_EQ(hosts[1].name, "node2");
+  EXPECT_EQ(hosts[1].slots, 1);
+  EXPECT_EQ(hosts[2].name, "10.0.0.3");
+  EXPECT_EQ(error_of(discovered, "\n \n"), "--host-discovery-script 'd' printed no hosts");
+  EXPECT_EQ(error_of(discovered, ""), "--host-discovery-script 'd' printed no hosts");
+  EXPECT_EQ(error_of(discovered, "a:1\nb:0\n"),
+            "--host-discovery-script 'd' line 2: slots must be a positive integer, got '0'");
+  EXPECT_EQ(error_of(discovered, "a b:2\n"),
+            "--host-discovery-script 'd' line 1: invalid host name 'a b' (letters, digits, '.', "
+            "'-' and '_' only, not starting with '-')");
+  EXPECT_EQ(error_of(discovered, "a slots=2\n"),
+            "--host-discovery-script 'd' line 1: invalid host name 'a slots=2' (letters, digits, "
+            "'.', '-' and '_' only, not starting with '-')");
+}
+
 }  // namespace
 }  // namespace arcreduce::launcher
