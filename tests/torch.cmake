@@ -169,3 +169,18 @@ add_test(NAME ${_name}
 set_tests_properties(${_name} PROPERTIES TIMEOUT 60 LABELS "torch"
   ENVIRONMENT "${_torch_env}"
   PASS_REGULAR_EXPRESSION "--overlap-steps takes a count >= 0, and only with --variant dense or arctopk")
+
+# A rank killed under `arcrun --restarts` (bench/e2e/elastic_restart.py): the job is started
+# again, resumes from its last commit (batch 10 of a kill after batch 12) and ends bit-identical
+# to a run that never stopped (the compression set: the trial is not part of a commit).
+set(_name torch_elastic_kill_and_restart_np2)
+set(_elastic ${PROJECT_SOURCE_DIR}/bench/e2e/elastic_restart.py)
+add_test(NAME ${_name}
+  COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+    $0 -np 2 --restarts 2 --elastic-dir $d/commits -x ARCREDUCE_AUTO_COMPRESS=0 -- $1 $2 $d/killed.pt --kill-at 12; \
+    $0 -np 2 -x ARCREDUCE_AUTO_COMPRESS=0 -- $1 $2 $d/reference.pt; $1 $2 --compare $d/killed.pt $d/reference.pt"
+    ${PROJECT_BINARY_DIR}/launcher/arcrun ${ARCREDUCE_TORCH_PYTHON} ${_elastic})
+set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi" PROCESSORS 2
+  ENVIRONMENT "${_torch_env}"
+  PASS_REGULAR_EXPRESSION "restart 1 of 2.*\"resumed_from\": 10.*\"resumed_from\": 0.*bit-identical"
+  FAIL_REGULAR_EXPRESSION "Traceback")
