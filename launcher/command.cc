@@ -29,14 +29,6 @@ Variables rank_variables(const LaunchOptions& options, const LaunchContext& cont
   return vars;
 }
 
-std::string host_list(const std::vector<Host>& hosts) {
-  std::string list;
-  for (const Host& host : hosts) {
-    list += (list.empty() ? "" : ",") + host.name + ":" + std::to_string(host.slots);
-  }
-  return list;
-}
-
 void append(std::vector<std::string>* argv, std::initializer_list<std::string> words) {
   argv->insert(argv->end(), words);
 }
@@ -44,7 +36,7 @@ void append(std::vector<std::string>* argv, std::initializer_list<std::string> w
 void open_mpi_options(const LaunchOptions& options, const LaunchContext& context,
                       Command* command) {
   std::vector<std::string>& argv = command->argv;
-  if (!options.hosts.empty()) append(&argv, {"--host", host_list(options.hosts)});
+  if (!options.hosts.empty()) append(&argv, {"--host", format_host_list(options.hosts)});
   // No binding: the coordinator thread needs a core beside the framework's threads.
   append(&argv, {"--bind-to", "none", "--map-by", "slot"});
   if (context.as_root) {
@@ -78,7 +70,7 @@ void mpich_options(const LaunchOptions& options, const LaunchContext& context, C
                      "with --mpi-args");
   }
   std::vector<std::string>& argv = command->argv;
-  if (!options.hosts.empty()) append(&argv, {"-hosts", host_list(options.hosts)});
+  if (!options.hosts.empty()) append(&argv, {"-hosts", format_host_list(options.hosts)});
   append(&argv, {"-bind-to", "none"});
   if (!options.network_interface.empty()) append(&argv, {"-iface", options.network_interface});
   std::string by_name;

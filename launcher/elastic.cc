@@ -66,14 +66,6 @@ std::vector<std::string> current_environment() {
   return entries;
 }
 
-std::string slots_of(const std::vector<Host>& hosts) {
-  std::string list;
-  for (const Host& host : hosts) {
-    list += (list.empty() ? "" : ",") + host.name + ":" + std::to_string(host.slots);
-  }
-  return list;
-}
-
 std::string count(int n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
@@ -250,7 +242,7 @@ LaunchOptions place_on_hosts(const LaunchOptions& options, const std::vector<Hos
     throw UsageError("--min-np " + std::to_string(fewest) +
                      (options.min_ranks ? "" : " (-np, as --min-np is not given)") +
                      ": the hosts of --host-discovery-script have " + count(slots, "slot") + " (" +
-                     slots_of(hosts) + "); not starting the job with fewer than " +
+                     format_host_list(hosts) + "); not starting the job with fewer than " +
                      std::to_string(fewest) + " ranks");
   }
   LaunchOptions launch = options;

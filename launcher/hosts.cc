@@ -52,6 +52,14 @@ void check_host_name(const std::string& name, const std::string& where) {
   }
 }
 
+std::string format_host_list(const std::vector<Host>& hosts) {
+  std::string list;
+  for (const Host& host : hosts) {
+    list += (list.empty() ? "" : ",") + host.name + ":" + std::to_string(host.slots);
+  }
+  return list;
+}
+
 std::vector<Host> parse_host_list(const std::string& list) {
   std::vector<Host> hosts;
   std::stringstream items(list);

@@ -15,6 +15,8 @@ struct Host {
 // "a:2,b:4,c" -> {a,2},{b,4},{c,1}. A host named twice gets the sum of its slots (first
 // position kept), as mpirun counts it.
 std::vector<Host> parse_host_list(const std::string& list);
+// The hosts as parse_host_list reads them ("a:2,b:1"), as mpirun's --host takes them.
+std::string format_host_list(const std::vector<Host>& hosts);
 
 // Hostfile text: one `host [slots=N]` per line; `#` starts a comment; blank lines are skipped.
 // Messages name `file` and the 1-based line number.
