@@ -43,6 +43,12 @@ CompressionChoice::Mode CompressionChoice::mode() const {
   return enabled_ ? scheduled(steps_) : Mode::kCompressed;
 }
 
+CompressionChoice::Mode CompressionChoice::mode_at(uint64_t reductions) const {
+  if (!enabled_) return Mode::kCompressed;
+  if (reductions < kTrialEnd) return scheduled(reductions);  // the trial's own, decided or not
+  return decided_ && compress_ ? Mode::kCompressed : Mode::kDense;
+}
+
 const char* CompressionChoice::state() const {
   if (!enabled_ || !started()) return "off";
   if (!decided_) return "trial";

@@ -15,10 +15,14 @@
 //
 // The step's clock is the first automatic tensor ever executed (the first member of the first
 // automatic bucket: the same on every rank, as buckets are negotiated): a step is the time from
-// one of its executions to the next. Every rank counts the same executions, in the same cycles,
-// so mode() changes in the same cycle everywhere and every bucket is reduced the same way on
-// every rank: replicas stay bit-identical. Until the decision, the trial's schedule alone sets
-// the mode; after its last step and before the agreement, tensors go dense.
+// one of its executions to the next, and the clock's count of executions says when the trial is
+// over. A bucket's mode follows the step its first member is in (its own count of reductions,
+// saved with its state), not the clock's count, so that every tensor of a step goes the same way
+// whether its bucket ran before or after the clock's: buckets form by timing, and a resumed job's
+// first step holds nothing back. Every rank counts the same reductions and takes the decision in
+// the same cycle, so every bucket is reduced the same way on every rank: replicas stay
+// bit-identical. Until the decision, the trial's schedule alone sets the mode; past the trial's
+// last step and before the agreement, tensors go dense.
 //
 // Coordinator thread only.
 #pragma once
@@ -64,8 +68,15 @@ class CompressionChoice {
   explicit CompressionChoice(bool enabled) : enabled_(enabled) {}
 
   bool enabled() const { return enabled_; }
-  // How automatic tensors are reduced in the current cycle.
+  // The mode of the interval the clock is in now (the trial's schedule by the clock's count).
   Mode mode() const;
+  // How a bucket of automatic tensors whose first member was reduced `reductions` times before
+  // (TensorState::reductions: the step it is in) is reduced now: the trial's schedule in the
+  // trial's steps (also where the decision came in the middle of that step), past them dense
+  // while the decision is pending, then as decided. Every tensor of a step gets the same mode,
+  // whether its bucket ran before or after the clock's. A tensor first reduced after the others
+  // goes through the trial's schedule by its own count.
+  Mode mode_at(uint64_t reductions) const;
   // The StepBatcher's holding policy now: always in the compressed trial (one exchange per step,
   // what the compressed default usually runs), never while dense (dense transfers overlap with
   // backward), its own choice once compression was chosen.

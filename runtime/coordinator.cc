@@ -383,12 +383,14 @@ void Coordinator::record_bucket(size_t position, const std::vector<TensorEntry*>
 
 void Coordinator::before_automatic(const std::vector<TensorEntry*>& members) {
   if (choice_.enabled() && !choice_.started()) {
+    // Every tensor's loaded state, not only this bucket's: the record lives in the saved
+    // clock's state, and the first bucket after a resume need not hold the clock (dense buckets
+    // form as backward produces them).
     std::lock_guard<std::mutex> lock(state_.mutex());
     std::vector<std::pair<const std::string*, const TensorState*>> states;
-    for (const TensorEntry* m : members) {
-      states.emplace_back(&m->name,
-                          &state_.get(m->name, static_cast<size_t>(m->signature.elements())));
-    }
+    state_.for_each([&](const std::string& name, const TensorState& state) {
+      states.emplace_back(&name, &state);
+    });
     if (choice_.restore_from(states)) {
       admission_.batcher().set_policy(batcher_policy(choice_.holding()));
       if (ctx_.rank == 0) {
@@ -397,7 +399,16 @@ void Coordinator::before_automatic(const std::vector<TensorEntry*>& members) {
       }
     }
   }
-  executor_.set_automatic_dense(choice_.mode() == CompressionChoice::Mode::kDense);
+  // The member's own count of reductions is the step it is in, whichever bucket it shares with
+  // the clock: every tensor of a step goes the same way, however the step's buckets formed (they
+  // form by timing, and a resumed job's first step holds nothing back).
+  uint64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_.mutex());
+    const TensorEntry& first = *members.front();
+    step = state_.get(first.name, static_cast<size_t>(first.signature.elements())).reductions;
+  }
+  executor_.set_automatic_dense(choice_.mode_at(step) == CompressionChoice::Mode::kDense);
 }
 
 void Coordinator::after_automatic(const std::vector<TensorEntry*>& members, Clock::time_point end) {

@@ -53,9 +53,10 @@ class Coordinator {
   // stall, an abort agreed in negotiation, and a failure of this rank's coordinator).
   void abort_job(const std::string& reason, bool end_job, StatusCode code = StatusCode::kStalled);
   void execute(const CyclePlan& plan, Clock::time_point negotiated);
-  // ARCREDUCE_AUTO_COMPRESS around a bucket of automatic tensors: before, the executor's mode
-  // (and, for the first such bucket after load_state(), the choice's saved state); after, the
-  // step's clock, the batcher's policy and the choice's state in its clock tensor's state.
+  // ARCREDUCE_AUTO_COMPRESS around a bucket of automatic tensors: before, the executor's mode by
+  // the step the bucket's first member is in (and, for the first such bucket after load_state(),
+  // the choice's saved state, from whichever tensor holds it); after, the step's clock, the
+  // batcher's policy and the choice's state in its clock tensor's state.
   void before_automatic(const std::vector<TensorEntry*>& members);
   void after_automatic(const std::vector<TensorEntry*>& members, Clock::time_point end);
   // A joined rank's part in an allreduce it did not submit: zeros of the response's signature.

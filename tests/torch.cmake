@@ -184,3 +184,19 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi" PROCESSO
   ENVIRONMENT "${_torch_env}"
   PASS_REGULAR_EXPRESSION "restart 1 of 2.*\"resumed_from\": 10.*\"resumed_from\": 0.*bit-identical"
   FAIL_REGULAR_EXPRESSION "Traceback")
+
+# The same at the runtime's defaults (ARCREDUCE_AUTO_COMPRESS=1), killed after batch 17: the
+# commit at batch 15 holds the compression's decision (taken after batch 11), and the relaunch
+# goes on as decided whichever tensor its first bucket holds, bit-identical to a run that never
+# stopped. (A job resumed inside the trial decides again with its own timing, which may choose
+# otherwise: docs/elastic.md.)
+set(_name torch_elastic_kill_and_restart_defaults_np2)
+add_test(NAME ${_name}
+  COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+    $0 -np 2 --restarts 2 --elastic-dir $d/commits -- $1 $2 $d/killed.pt --kill-at 17; \
+    $0 -np 2 -- $1 $2 $d/reference.pt; $1 $2 --compare $d/killed.pt $d/reference.pt"
+    ${PROJECT_BINARY_DIR}/launcher/arcrun ${ARCREDUCE_TORCH_PYTHON} ${_elastic})
+set_tests_properties(${_name} PROPERTIES TIMEOUT 180 LABELS "torch;mpi" PROCESSORS 2
+  ENVIRONMENT "${_torch_env}"
+  PASS_REGULAR_EXPRESSION "restart 1 of 2.*\"resumed_from\": 15.*\"resumed_from\": 0.*bit-identical"
+  FAIL_REGULAR_EXPRESSION "Traceback")

@@ -77,6 +77,37 @@ TEST(CompressionChoice, ScheduleThenTheAgreedDecision) {
   }
 }
 
+// A bucket's mode follows the step its first member is in, not the clock's count: a tensor of
+// the trial's last compressed step that runs after the clock's bucket (or after the decision) is
+// still compressed, one of the step after it goes as decided.
+TEST(CompressionChoice, ABucketGoesByItsOwnStep) {
+  for (const auto& [dense_ms, compress] : {std::pair{40.0, true}, std::pair{20.0, false}}) {
+    run_ranks(2, [&, dense_ms = dense_ms, compress = compress](Communicator& comm) {
+      CompressionChoice choice(true);
+      const uint64_t dense_to = CompressionChoice::kDenseTrialSteps;
+      for (uint64_t n = 0; n < static_cast<uint64_t>(kTrial); ++n) {
+        EXPECT_EQ(choice.mode_at(n), n < dense_to ? Mode::kDense : Mode::kCompressed) << n;
+      }
+      Clock::time_point t{};
+      run_steps(choice, kTrial, 10, dense_ms, &t);  // the clock's last trial step has run
+      ASSERT_TRUE(choice.ready());
+      EXPECT_EQ(choice.mode(), Mode::kDense);  // the clock's interval: pending
+      const uint64_t last = kTrial - 1;        // the step the others are still in
+      EXPECT_EQ(choice.mode_at(last), Mode::kCompressed);
+      EXPECT_EQ(choice.mode_at(last + 1), Mode::kDense);  // pending: dense
+      choice.decide(comm, comm.rank(), comm.size(), make_logger(comm.rank(), "error"));
+      ASSERT_EQ(choice.compressing(), compress);
+      EXPECT_EQ(choice.mode_at(last), Mode::kCompressed);
+      EXPECT_EQ(choice.mode_at(0), Mode::kDense);  // a tensor first reduced late: its own trial
+      const Mode decided = compress ? Mode::kCompressed : Mode::kDense;
+      EXPECT_EQ(choice.mode_at(last + 1), decided);
+      EXPECT_EQ(choice.mode_at(last + 1000), decided);
+    });
+  }
+  CompressionChoice off(false);
+  EXPECT_EQ(off.mode_at(0), Mode::kCompressed);
+}
+
 TEST(CompressionChoice, TheRule) {
   EXPECT_TRUE(CompressionChoice::compression_pays(10, 30));
   EXPECT_FALSE(CompressionChoice::compression_pays(10, 29.9));
@@ -203,6 +234,76 @@ TEST(CompressionChoice, ResumesAsDecided) {
       ASSERT_EQ(resumed[r][s - saved_at], straight[r][s]) << "rank " << r << " step " << s;
     }
     std::remove((prefix + std::to_string(r)).c_str());
+  }
+}
+
+// A resumed job whose first bucket is not the saved clock ("b" before "a" here; under DDP or
+// in dense buckets the order in which backward delivers them is not fixed) still goes on as
+// decided: the record is found in whichever tensor's state holds it, not only the first
+// bucket's, and each tensor goes by the step it is in, not by where the clock's count stands.
+void resume_with_the_other_order(int saved_at) {
+  SCOPED_TRACE("saved at step " + std::to_string(saved_at));
+  const int size = 2, steps = kTrial + 8;
+  Config config = automatic_config();
+  config.fusion_threshold = 0;
+  const std::string prefix = ::testing::TempDir() + "choice_resume_order";
+  auto input = [](int r, int s, int t, std::vector<float>* w) {
+    for (size_t i = 0; i < w->size(); ++i) {
+      (*w)[i] = static_cast<float>(std::cos(0.13 * i + 0.5 * s + t) * (r + 1));
+    }
+  };
+  // One step: both tensors in `order`, each synchronized before the next (a bucket each).
+  auto step = [&](Runtime& rt, int r, int s, const std::vector<int>& order,
+                  std::vector<std::vector<float>>* w) {
+    for (int t : order) {
+      input(r, s, t, &(*w)[t]);
+      const std::string name = t == 0 ? "a" : "b";
+      Handle h = rt.allreduce_async(name, Tensor{(*w)[t].data(), DType::kFloat32, {64, 32}}, {});
+      ASSERT_TRUE(rt.synchronize(h).ok());
+    }
+  };
+  std::vector<std::vector<std::vector<std::vector<float>>>> straight(size), resumed(size);
+  std::vector<std::string> decided(size), after_load(size);
+  {
+    LoopbackWorld world(size);
+    run_runtimes(world, std::vector<Config>(size, config), [&](Runtime& rt, int r) {
+      std::vector<std::vector<float>> w(2, std::vector<float>(64 * 32));
+      for (int s = 0; s < steps; ++s) {
+        if (s == saved_at) rt.save_state(prefix + std::to_string(r));
+        step(rt, r, s, {0, 1}, &w);  // "a" first: the clock
+        straight[r].push_back(w);
+      }
+      decided[r] = rt.stats().auto_compression;
+    });
+  }
+  {
+    LoopbackWorld world(size);
+    run_runtimes(world, std::vector<Config>(size, config), [&](Runtime& rt, int r) {
+      rt.load_state(prefix + std::to_string(r));
+      std::vector<std::vector<float>> w(2, std::vector<float>(64 * 32));
+      for (int s = saved_at; s < steps; ++s) {
+        step(rt, r, s, {1, 0}, &w);  // "b" first
+        resumed[r].push_back(w);
+      }
+      after_load[r] = rt.stats().auto_compression;
+    });
+  }
+  for (int r = 0; r < size; ++r) {
+    ASSERT_THAT(decided[r], ::testing::AnyOf("dense", "compressed"));
+    EXPECT_EQ(after_load[r], decided[r]) << "rank " << r << ": the trial ran again";
+    for (int s = saved_at; s < steps; ++s) {
+      ASSERT_EQ(resumed[r][s - saved_at], straight[r][s]) << "rank " << r << " step " << s;
+    }
+    std::remove((prefix + std::to_string(r)).c_str());
+  }
+}
+
+TEST(CompressionChoice, ResumesAsDecidedWhenTheFirstBucketIsNotTheClock) {
+  // After the decision, and in the trial's last step (there the resumed job's own timing joins
+  // the medians; on the loopback world the dense step is never 3x the compressed one, so both
+  // decide dense).
+  for (const int saved_at : {kTrial + 3, kTrial - 1}) {
+    resume_with_the_other_order(saved_at);
   }
 }
 
