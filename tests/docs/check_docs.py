@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that keep the user docs true: the README stays within README_MAX_LINES lines; the
 guides (README.md, docs/*.md) carry no dates, commit hashes or run numbers, keep prose lines short
-and stay within GUIDE_MAX_LINES lines; every
+and stay within GUIDE_MAX_LINES lines; the design pages (docs/design/*.md) carry no dates, commit
+hashes or run numbers either (a link's target may: it names a dated log's heading); every
 ARCREDUCE_* variable of the settings table (runtime/settings.inc) has a row in
 docs/configuration.md whose meaning is the row's doc and whose default is the initializer
 runtime/include/arcreduce/config.h gives the row's field; and every relative link of the README, docs/ and the examples' READMEs resolves: the file exists and, where the link names an anchor (#section), the target Markdown file has a heading with that
@@ -22,6 +23,7 @@ COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
 RUN_NUMBER = re.compile(r"\b(\d+(st|nd|rd|th)|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth)"
                         r" (run|pass|matrix)\b", re.IGNORECASE)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+LINK_TARGET = re.compile(r"(?<=\]\()[^)\s]+(?=\))")  # a link's target: "(...)" after "]("
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 
@@ -204,10 +206,12 @@ def _numbers_equal(a, b):
         return False
 
 
-def check_guide(root, md):
+def check_guide(root, md, design=False):
     """A guide (README.md, docs/*.md) states what holds now: no dates, commit hashes or run
-    numbers (those belong in the dated logs under docs/results/), prose lines of at most
-    PROSE_MAX_CHARS, and at most GUIDE_MAX_LINES lines."""
+    numbers (those belong in the dated logs under docs/results/; a link's target, which may name a
+    dated log's heading, is not read), prose lines of at most PROSE_MAX_CHARS, and at most
+    GUIDE_MAX_LINES lines. A design page (docs/design/*.md, `design`) is held to the first rule
+    only."""
     problems, fence = [], False
     lines = md.read_text(encoding="utf-8").splitlines()
     name = md.relative_to(root)
@@ -215,16 +219,19 @@ def check_guide(root, md):
         if line.lstrip().startswith("```"):
             fence = not fence
             continue
+        shown = LINK_TARGET.sub(lambda m: " " * len(m.group(0)), line)
         for pattern, what in ((DATE, "a date"), (COMMIT, "a commit hash"),
                               (RUN_NUMBER, "a run number")):
-            m = pattern.search(line)
+            m = pattern.search(shown)
             if m:
                 problems.append(f"{name}:{number}: {what} ('{m.group(0)}'): link the log instead")
+        if design:
+            continue
         prose = not (fence or line.startswith(("|", "    ", "#", "<", "![")))
         if prose and len(line) > PROSE_MAX_CHARS:
             problems.append(f"{name}:{number}: {len(line)} characters, more than "
                             f"{PROSE_MAX_CHARS}")
-    if md.parent == root / "docs" and len(lines) > GUIDE_MAX_LINES:
+    if not design and md.parent == root / "docs" and len(lines) > GUIDE_MAX_LINES:
         problems.append(f"{name}: {len(lines)} lines, more than {GUIDE_MAX_LINES}")
     return problems
 
@@ -469,6 +476,8 @@ def main(root):
     for guide in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         broken += check_guide(root, guide)
         broken += check_figures(root, guide)
+    for design in sorted((root / "docs" / "design").glob("*.md")):
+        broken += check_guide(root, design, design=True)
     lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
     if lines > README_MAX_LINES:
         broken.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
