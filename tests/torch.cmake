@@ -172,7 +172,8 @@ set_tests_properties(${_name} PROPERTIES TIMEOUT 60 LABELS "torch"
 
 # A rank killed under `arcrun --restarts` (bench/e2e/elastic_restart.py): the job is started
 # again, resumes from its last commit (batch 10 of a kill after batch 12) and ends bit-identical
-# to a run that never stopped (the compression set: the trial is not part of a commit).
+# to a run that never stopped (the compression set, so that the resume, inside the trial at the
+# defaults, cannot decide otherwise; the defaults are the next test's).
 set(_name torch_elastic_kill_and_restart_np2)
 set(_elastic ${PROJECT_SOURCE_DIR}/bench/e2e/elastic_restart.py)
 add_test(NAME ${_name}
