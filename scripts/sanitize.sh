@@ -94,6 +94,8 @@ check_reports() {
 }
 
 failed=()
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
 for build in "${builds[@]}"; do
   start=$SECONDS
   case "$build" in
@@ -155,18 +157,31 @@ for build in "${builds[@]}"; do
     read -r leaks slots selection <<<"$run"
     read -r -a selection <<<"$selection"  # no pattern above contains a space
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=$leaks:log_path=$reports/asan"
-    if ! ctest --test-dir "$dir" --output-on-failure -j "$slots" "${selection[@]}"; then
+    out=$dir/ctest-run.log
+    if ! ctest --test-dir "$dir" --output-on-failure -j "$slots" "${selection[@]}" 2>&1 | tee "$out"; then
       status=failed
+      # CTest's own list of failures ("  649 - name (Timeout)"), kept for the summary below: a
+      # run's output is long and the next build's follows it, so the end of the log names them.
+      sed -n '/^The following tests FAILED:/,$p' "$out" | grep -E '^[[:space:]]+[0-9]+ - ' |
+        sed "s/^[[:space:]]*/$build: /" >>"$summary" || true
     fi
   done
-  if ! check_reports "$reports"; then status=failed; fi
+  if ! check_reports "$reports"; then
+    status=failed
+    for f in "$reports"/*; do
+      if [[ -s "$f" ]]; then
+        echo "$build: report in $(basename "$f"): $(grep -m1 -E 'ERROR|WARNING|runtime error' "$f")" >>"$summary"
+      fi
+    done
+  fi
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
   echo "sanitize: $build: $status (build $((built - start)) s, tests $((SECONDS - built)) s)"
   if [[ $status != ok ]]; then failed+=("$build"); fi
 done
 
 if ((${#failed[@]} > 0)); then
-  echo "sanitize: failures in ${failed[*]}" >&2
+  echo "sanitize: failures in ${failed[*]}:" >&2
+  sed 's/^/sanitize:   /' "$summary" >&2
   exit 1
 fi
 echo "sanitize: ${builds[*]}: no failure, no sanitizer report"
