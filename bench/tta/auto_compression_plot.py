@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Time to the target as a multiple of dense's, per setting and variant, from bench-tta runs.
 
-  auto_compression_plot.py OUT.png RESULTS.jsonl...
+  auto_compression_plot.py OUT.png RESULTS.jsonl[=VARIANT,...]...
+
+A file given as PATH=VARIANT,... contributes only those variants' rows (so that a run of an
+earlier version of a variant can lend its other rows without its own).
 
 Per setting, seed and variant: the time to the target (the first evaluation at or above it)
 over dense's time in the same seed and setting; the bars show the median over seeds, the ticks
@@ -22,7 +25,12 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     out, paths = sys.argv[1], sys.argv[2:]
-    rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
+    rows = []
+    for arg in paths:
+        path, _, keep = arg.partition("=")
+        wanted = set(keep.split(",")) if keep else None
+        rows += [r for r in (json.loads(line) for line in open(path) if line.strip())
+                 if wanted is None or r["variant"] in wanted]
     rows = [r for r in rows if not r.get("failed")]
     # Dense trains first with no target; the others carry the seed's target (bench-tta.sh).
     targets = {(r["setting"], r["seed"]): r["target"] for r in rows if r["variant"] != "dense"}
