@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Time to the target as a multiple of dense's, per setting and variant, from bench-tta runs.
+"""Time to the target as a multiple of dense's, per workload, setting and variant, from bench-tta
+runs.
 
   auto_compression_plot.py OUT.png RESULTS.jsonl[=VARIANT,...]...
 
 A file given as PATH=VARIANT,... contributes only those variants' rows (so that a run of an
 earlier version of a variant can lend its other rows without its own).
 
-Per setting, seed and variant: the time to the target (the first evaluation at or above it)
+Per workload and setting, seed and variant: the time to the target (the first evaluation at or above it)
 over dense's time in the same seed and setting; the bars show the median over seeds, the ticks
 each seed. Prints the same figures as a table. Variants without dense's seed are left out."""
 import json
@@ -32,6 +33,9 @@ def main():
         rows += [r for r in (json.loads(line) for line in open(path) if line.strip())
                  if wanted is None or r["variant"] in wanted]
     rows = [r for r in rows if not r.get("failed")]
+    # A setting is the workload and the cluster ("mlp 8x1gbit"): ratios never mix workloads.
+    for r in rows:
+        r["setting"] = f'{r.get("workload", "mlp")} {r["setting"]}'
     # Dense trains first with no target; the others carry the seed's target (bench-tta.sh).
     targets = {(r["setting"], r["seed"]): r["target"] for r in rows if r["variant"] != "dense"}
     dense = {(r["setting"], r["seed"]): time_to_target(r, targets[(r["setting"], r["seed"])])
@@ -44,7 +48,8 @@ def main():
         if base and t:
             ratios.setdefault((r["setting"], r["variant"]), []).append(t / base)
     settings = sorted({s for s, _ in ratios})
-    variants = [v for v in ("dense", "auto", "arctopk-default") if any(v == w for _, w in ratios)]
+    variants = [v for v in ("dense", "ddp", "auto", "arctopk-default")
+                if any(v == w for _, w in ratios)]
     print("| setting | " + " | ".join(variants) + " |")
     print("|---|" + "---|" * len(variants))
     for s in settings:
@@ -61,25 +66,31 @@ def main():
     except ImportError:
         print("auto_compression_plot: no matplotlib, plot skipped", file=sys.stderr)
         return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
     width = 0.8 / len(variants)
-    labels = {"dense": "dense", "auto": "the default (chooses)",
+    labels = {"dense": "dense", "ddp": "PyTorch DDP", "auto": "the default (chooses)",
               "arctopk-default": "ARC-Top-K always (former default)"}
     for i, v in enumerate(variants):
+        labelled = False  # the legend names a variant at its first bar
         for j, s in enumerate(settings):
             xs = ratios.get((s, v), [])
             if not xs:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
             ax.bar(x, statistics.median(xs), width, color=f"C{i}",
-                   label=labels.get(v, v) if j == 0 else None)
+                   label=None if labelled else labels.get(v, v))
+            labelled = True
             ax.plot([x] * len(xs), xs, "k_", markersize=10)
     ax.set_xticks(range(len(settings)))
-    ax.set_xticklabels([s.replace("x", " hosts x ") for s in settings])
+    names = {"mlp": "examples/03's MLP", "cnn": "examples/04's CNN", "lm": "the transformer"}
+    ax.set_xticklabels([f"{names.get(s.split()[0], s.split()[0])}\n"
+                        + s.split()[1].replace("x", " hosts x ", 1) for s in settings])
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_ylabel("time to the target / dense's (median; ticks: seeds)")
-    ax.set_title("examples/03's MLP, 8 simulated hosts, 0.22 core each")
-    ax.legend()
+    ax.set_title("Trained directly on simulated hosts, 0.22 core each")
+    top = max(x for xs in ratios.values() for x in xs)
+    ax.set_ylim(0, top * 1.35)  # room for the legend above the bars
+    ax.legend(loc="upper center", ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
