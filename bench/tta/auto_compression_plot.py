@@ -22,31 +22,42 @@ def time_to_target(row, target):
     return None
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    out, paths = sys.argv[1], sys.argv[2:]
+def load_rows(args):
+    """The rows of RESULTS.jsonl[=VARIANT,...] arguments, failed runs left out."""
     rows = []
-    for arg in paths:
+    for arg in args:
         path, _, keep = arg.partition("=")
         wanted = set(keep.split(",")) if keep else None
-        rows += [r for r in (json.loads(line) for line in open(path) if line.strip())
-                 if wanted is None or r["variant"] in wanted]
-    rows = [r for r in rows if not r.get("failed")]
-    # A setting is the workload and the cluster ("mlp 8x1gbit"): ratios never mix workloads.
-    for r in rows:
-        r["setting"] = f'{r.get("workload", "mlp")} {r["setting"]}'
+        with open(path) as f:
+            rows += [r for r in (json.loads(line) for line in f if line.strip())
+                     if wanted is None or r["variant"] in wanted]
+    return [r for r in rows if not r.get("failed")]
+
+
+def ratios_by_setting(rows):
+    """{(setting, variant): [time to the target / dense's, per seed]}. A setting is the workload
+    and the cluster ("mlp 8x1gbit"), so that ratios never mix workloads."""
+    def setting(r):
+        return f'{r.get("workload", "mlp")} {r["setting"]}'
     # Dense trains first with no target; the others carry the seed's target (bench-tta.sh).
-    targets = {(r["setting"], r["seed"]): r["target"] for r in rows if r["variant"] != "dense"}
-    dense = {(r["setting"], r["seed"]): time_to_target(r, targets[(r["setting"], r["seed"])])
-             for r in rows if r["variant"] == "dense" and (r["setting"], r["seed"]) in targets}
-    ratios = {}  # (setting, variant) -> [ratio per seed]
+    targets = {(setting(r), r["seed"]): r["target"] for r in rows if r["variant"] != "dense"}
+    dense = {(setting(r), r["seed"]): time_to_target(r, targets[(setting(r), r["seed"])])
+             for r in rows if r["variant"] == "dense" and (setting(r), r["seed"]) in targets}
+    ratios = {}
     for r in rows:
-        key = (r["setting"], r["seed"])
+        key = (setting(r), r["seed"])
         base = dense.get(key)
         t = time_to_target(r, targets[key]) if key in targets else None
         if base and t:
-            ratios.setdefault((r["setting"], r["variant"]), []).append(t / base)
+            ratios.setdefault((key[0], r["variant"]), []).append(t / base)
+    return ratios
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    ratios = ratios_by_setting(load_rows(sys.argv[2:]))
     settings = sorted({s for s, _ in ratios})
     variants = [v for v in ("dense", "ddp", "auto", "arctopk-default")
                 if any(v == w for _, w in ratios)]
