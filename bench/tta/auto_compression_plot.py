@@ -7,9 +7,10 @@ runs.
 A file given as PATH=VARIANT,... contributes only those variants' rows (so that a run of an
 earlier version of a variant can lend its other rows without its own).
 
-Per workload and setting, seed and variant: the time to the target (the first evaluation at or above it)
-over dense's time in the same seed and setting; the bars show the median over seeds, the ticks
-each seed. Prints the same figures as a table. Variants without dense's seed are left out."""
+Per workload and setting, seed and variant: the time to the target (the first evaluation at or
+above it) over dense's time in the same workload, seed and setting; the bars show the median over
+seeds, the ticks each seed. Prints the same figures as a table. Variants without dense's seed
+are left out."""
 import json
 import statistics
 import sys
